@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Set up microgpt-fut on a fresh Debian 12/13 machine and compile the kernels.
+#
+#   ./build.sh                 everything: system packages, futhark, venv, all backends
+#   BACKENDS="c multicore" ./build.sh    only these backends
+#
+# Idempotent: each step checks what is already there; kernels are recompiled only
+# when a file under futhark/ changed (opencl compiles take minutes).
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+TOOLS=$ROOT/.toolchain          # private prefix for the Futhark compiler (git-ignored)
+VENV=${VENV:-$ROOT/.venv}
+BUILD=$ROOT/build               # compiled libraries, one folder per backend
+FUTHARK_MIN=0.25.32
+FUTHARK_PKGS="futhark libc6 libgmp10 libffi8 libnuma1 libtinfo6 zlib1g libcmark-gfm0.29.0.gfm.13 libcmark-gfm-extensions0.29.0.gfm.13"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# --- 1. system packages ------------------------------------------------------
+need_pkgs=""
+for p in ocl-icd-opencl-dev pocl-opencl-icd clinfo gcc python3-venv; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs="$need_pkgs $p"
+done
+# python3-venv is only needed when the python3 on PATH is Debian's own
+if [ "$(command -v python3)" != /usr/bin/python3 ]; then need_pkgs=${need_pkgs// python3-venv/}; fi
+if [ -n "${need_pkgs// /}" ]; then
+  say "installing Debian packages:$need_pkgs"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $need_pkgs
+else
+  say "Debian packages present (OpenCL loader + headers, pocl, clinfo, gcc)"
+fi
+
+# --- 2. Futhark compiler -------------------------------------------------------
+version_ok() {  # version_ok BINARY -> prints version, succeeds if >= FUTHARK_MIN
+  local v
+  v=$("$1" --version 2>/dev/null | sed -n 's/^Futhark \([0-9][0-9.]*[0-9]\).*/\1/p' | head -n1) || return 1
+  [ -n "$v" ] || return 1
+  echo "$v"
+  [ "$(printf '%s\n%s\n' "$FUTHARK_MIN" "$v" | sort -V | head -n1)" = "$FUTHARK_MIN" ]
+}
+FUT=""
+for cand in "${FUTHARK:-}" "$(command -v futhark || true)" "$TOOLS/bin/futhark"; do
+  [ -n "$cand" ] && [ -x "$cand" ] || continue
+  if v=$(version_ok "$cand"); then FUT=$cand; break; fi
+  [ -n "$v" ] && say "ignoring $cand: Futhark $v is older than $FUTHARK_MIN"
+done
+if [ -z "$FUT" ]; then
+  # Debian unstable's futhark needs a newer glibc than Debian 12/13 have, so it runs
+  # through its own suite's loader from a private prefix; the system's APT sources are
+  # not touched (see README, "How the compiler is installed").
+  say "fetching futhark from Debian unstable into $TOOLS (private prefix, ~16 MB)"
+  APTDIR=$TOOLS/apt
+  mkdir -p "$APTDIR/sources" "$APTDIR/lists/partial" "$APTDIR/debs" "$TOOLS/prefix" "$TOOLS/bin"
+  cat > "$APTDIR/sources/sid.sources" <<SRC
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: sid
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  APTOPT=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$APTDIR/sources"
+          -o Dir::State::Lists="$APTDIR/lists" -o Dir::Cache="$APTDIR/cache"
+          -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+  mkdir -p "$APTDIR/cache/archives/partial"
+  apt-get "${APTOPT[@]}" update -q || die "could not read Debian unstable's package index (is deb.debian.org reachable?)"
+  (cd "$APTDIR/debs" && rm -f ./*.deb && apt-get "${APTOPT[@]}" download $FUTHARK_PKGS) \
+    || die "could not download futhark from Debian unstable"
+  for d in "$APTDIR"/debs/*.deb; do dpkg-deb -x "$d" "$TOOLS/prefix"; done
+  cat > "$TOOLS/bin/futhark" <<WRAP
+#!/bin/sh
+# Runs Debian unstable's futhark with its own loader and libraries. LD_LIBRARY_PATH is
+# not exported, so the C compiler that futhark starts keeps the system's libraries.
+P="$TOOLS/prefix/usr/lib/x86_64-linux-gnu"
+exec "\$P/ld-linux-x86-64.so.2" --library-path "\$P" "$TOOLS/prefix/usr/bin/futhark" "\$@"
+WRAP
+  chmod +x "$TOOLS/bin/futhark"
+  v=$(version_ok "$TOOLS/bin/futhark") || die "futhark from Debian unstable is ${v:-unusable}; need >= $FUTHARK_MIN"
+  FUT=$TOOLS/bin/futhark
+fi
+say "using $FUT (Futhark $("$FUT" --version | sed -n 's/^Futhark \([0-9][0-9.]*[0-9]\).*/\1/p' | head -n1))"
+
+# --- 3. Python virtual environment --------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating virtual environment $VENV"
+  python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import microgpt_fut, futhark_ffi, pytest" 2>/dev/null \
+   || [ pyproject.toml -nt "$VENV/.installed" ]; then
+  say "installing microgpt-fut (editable) with test extras into $VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e ".[test]"
+  touch "$VENV/.installed"
+else
+  say "virtual environment up to date"
+fi
+
+# --- 4. compile the kernels, one library per backend ---------------------------
+default_backends="c multicore opencl"
+if command -v nvcc >/dev/null && [ -e /usr/include/cuda.h -o -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ] \
+   && ldconfig -p | grep -q 'libcuda\.so'; then
+  default_backends="$default_backends cuda"
+else
+  say "cuda backend skipped: no CUDA toolkit with a driver library (libcuda) here"
+fi
+BACKENDS=${BACKENDS:-$default_backends}
+src_hash=$(cat futhark/*.fut | sha256sum | cut -c1-16)
+for b in $BACKENDS; do
+  out=$BUILD/$b
+  if [ -f "$out/.src_hash" ] && [ "$(cat "$out/.src_hash")" = "$src_hash" ] && ls "$out"/_microgpt_"$b"*.so >/dev/null 2>&1; then
+    say "backend $b up to date"
+    continue
+  fi
+  say "compiling backend $b (futhark $b --library; opencl takes a few minutes)"
+  mkdir -p "$out"
+  t0=$(date +%s)
+  "$FUT" "$b" --library -o "$out/microgpt_$b" futhark/microgpt.fut
+  (cd "$out" && "$VENV/bin/build_futhark_ffi" "microgpt_$b" >/dev/null)
+  echo "$src_hash" > "$out/.src_hash"
+  say "backend $b compiled in $(( $(date +%s) - t0 )) s"
+done
+say "done. Try: $VENV/bin/microgpt-fut train --backend c"

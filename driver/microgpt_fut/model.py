@@ -1,0 +1,189 @@
+"""The model as the host sees it: its config, and its state living on the device.
+
+Tensor names and shapes follow microgpt's state_dict (matrices are [out, in]):
+
+    wte [V, C]   wpe [T, C]   lm_head [V, C]
+    layer{i}.attn_wq/attn_wk/attn_wv/attn_wo [C, C]
+    layer{i}.mlp_fc1 [F, C]   layer{i}.mlp_fc2 [C, F]
+
+with V = vocab_size, C = n_embd, T = block_size, F = mlp_width (4*C in microgpt).
+On the device the per-layer matrices are stacked on a leading [n_layer] axis.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .runtime import Runtime
+
+# Order of the parameter arrays in the kernels' entry points (futhark/microgpt.fut).
+PARAM_NAMES = ("wte", "wpe", "lm_head", "attn_wq", "attn_wk", "attn_wv", "attn_wo",
+               "mlp_fc1", "mlp_fc2")
+LAYER_NAMES = PARAM_NAMES[3:]
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Model sizes; defaults are microgpt's (vocab_size comes from the data)."""
+
+    vocab_size: int
+    n_embd: int = 16
+    n_head: int = 4
+    n_layer: int = 1
+    block_size: int = 16
+    mlp_width: int | None = None  # None: 4 * n_embd, as microgpt
+
+    def __post_init__(self):
+        if self.mlp_width is None:
+            object.__setattr__(self, "mlp_width", 4 * self.n_embd)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the option when a size is unusable."""
+        for name in ("vocab_size", "n_embd", "n_head", "n_layer", "block_size", "mlp_width"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, "
+                                 f"got {getattr(self, name)}")
+        if self.vocab_size < 2:
+            raise ValueError("vocab_size must be at least 2 (one character and BOS)")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"--n-embd {self.n_embd} is not divisible by --n-head {self.n_head}")
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Stacked shape of each parameter array, in PARAM_NAMES order."""
+        V, C, T, L, F = (self.vocab_size, self.n_embd, self.block_size, self.n_layer,
+                         self.mlp_width)
+        return {"wte": (V, C), "wpe": (T, C), "lm_head": (V, C),
+                "attn_wq": (L, C, C), "attn_wk": (L, C, C), "attn_wv": (L, C, C),
+                "attn_wo": (L, C, C), "mlp_fc1": (L, F, C), "mlp_fc2": (L, C, F)}
+
+    def num_params(self) -> int:
+        return int(sum(np.prod(s) for s in self.shapes().values()))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def unstack(params: dict[str, np.ndarray], prefix: str = "") -> dict[str, np.ndarray]:
+    """Stacked arrays -> microgpt's names (``layer0.attn_wq`` ...), optional prefix."""
+    out = {}
+    for name, arr in params.items():
+        if name in LAYER_NAMES:
+            for i in range(arr.shape[0]):
+                out[f"{prefix}layer{i}.{name}"] = np.ascontiguousarray(arr[i])
+        else:
+            out[prefix + name] = np.ascontiguousarray(arr)
+    return out
+
+
+def stack(tensors: dict[str, np.ndarray], n_layer: int, prefix: str = "") -> dict[str, np.ndarray]:
+    """microgpt's names -> stacked arrays; KeyError names a missing tensor."""
+    out = {}
+    for name in PARAM_NAMES:
+        if name in LAYER_NAMES:
+            out[name] = np.stack([tensors[f"{prefix}layer{i}.{name}"] for i in range(n_layer)])
+        else:
+            out[name] = tensors[prefix + name]
+    return out
+
+
+class Model:
+    """A GPT whose parameters, Adam moments and step count stay on the device.
+
+    Create with ``Model.init`` (microgpt's N(0, 0.08) initialisation) or
+    ``Model.from_arrays`` (a checkpoint). Methods move only token arrays in and
+    small results out; ``params()``/``adam()`` copy the state to the host.
+    """
+
+    def __init__(self, rt: Runtime, config: GPTConfig, state):
+        self.rt = rt
+        self.config = config
+        self.state = state
+
+    @classmethod
+    def init(cls, rt: Runtime, config: GPTConfig, seed: int) -> "Model":
+        """Fresh parameters from the kernels' counter-based RNG under ``seed``."""
+        config.validate()
+        c = config
+        state = rt.entry("init", seed, c.vocab_size, c.n_embd, c.n_head, c.n_layer,
+                         c.block_size, c.mlp_width)
+        return cls(rt, config, state)
+
+    @classmethod
+    def from_arrays(cls, rt: Runtime, config: GPTConfig, params: dict[str, np.ndarray],
+                    m: dict[str, np.ndarray] | None = None,
+                    v: dict[str, np.ndarray] | None = None, step: int = 0) -> "Model":
+        """A model from stacked float32 arrays (Adam moments zero when not given).
+
+        Raises ValueError when an array's shape does not match ``config``.
+        """
+        config.validate()
+        shapes = config.shapes()
+        zeros = {n: np.zeros(s, np.float32) for n, s in shapes.items()}
+        m = m if m is not None else zeros
+        v = v if v is not None else zeros
+        arrays = []
+        for group, d in (("", params), ("adam.m.", m), ("adam.v.", v)):
+            for n in PARAM_NAMES:
+                a = np.ascontiguousarray(d[n], dtype=np.float32)
+                if a.shape != shapes[n]:
+                    raise ValueError(f"tensor {group}{n} has shape {a.shape}, "
+                                     f"config needs {shapes[n]}")
+                arrays.append(a)
+        state = rt.entry("make_state", config.n_head, step, *arrays)
+        return cls(rt, config, state)
+
+    def _arrays(self, entry: str) -> dict[str, np.ndarray]:
+        return dict(zip(PARAM_NAMES, self.rt.numpy(*self.rt.entry(entry, self.state))))
+
+    def params(self) -> dict[str, np.ndarray]:
+        """The parameters as stacked float32 arrays (shapes: GPTConfig.shapes)."""
+        return self._arrays("get_params")
+
+    def adam(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Adam's first and second moments, like ``params()``."""
+        return self._arrays("get_adam_m"), self._arrays("get_adam_v")
+
+    def step(self) -> int:
+        """Number of Adam steps taken."""
+        return int(self.rt.numpy(self.rt.entry("get_counters", self.state))[0])
+
+    def train(self, tokens: np.ndarray, n_pos: np.ndarray, num_steps: int, lr: float = 0.01,
+              beta1: float = 0.85, beta2: float = 0.99, eps: float = 1e-8) -> np.ndarray:
+        """K Adam steps in one call; returns the K losses (float32, nats per token).
+
+        tokens: int64 [K, B, block_size+1]; n_pos: int64 [K, B], valid positions
+        per row. lr decays linearly from ``lr`` to 0 at step ``num_steps``
+        (microgpt). The losses are those before each step's update.
+        """
+        tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+        n_pos = np.ascontiguousarray(n_pos, dtype=np.int64)
+        self.state, losses = self.rt.entry("train", self.state, tokens, n_pos, np.float32(lr),
+                                           np.float32(beta1), np.float32(beta2),
+                                           np.float32(eps), num_steps)
+        return self.rt.numpy(losses)
+
+    def loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray):
+        """(loss, gradient dict) of one batch tokens [B, T+1], n_pos [B]; no update."""
+        out = self.rt.numpy(*self.rt.entry("loss_grad", self.state,
+                                           np.asarray(tokens, np.int64), np.asarray(n_pos, np.int64)))
+        return float(out[0][0]), dict(zip(PARAM_NAMES, out[1:]))
+
+    def loss(self, tokens: np.ndarray, n_pos: np.ndarray) -> float:
+        """Mean loss of one batch (tokens [B, T+1], n_pos [B]), without a gradient."""
+        return float(self.rt.numpy(self.rt.entry("loss", self.state, np.asarray(tokens, np.int64),
+                                                 np.asarray(n_pos, np.int64)))[0])
+
+    def logits_seq(self, tokens: np.ndarray) -> np.ndarray:
+        """Training-path logits: tokens int64 [B, T] -> float32 [B, T, V]."""
+        return self.rt.numpy(self.rt.entry("logits_seq", self.state, np.asarray(tokens, np.int64)))
+
+    def logits_cached(self, tokens: np.ndarray) -> np.ndarray:
+        """Sampling-path (KV cache) logits: tokens int64 [T] -> float32 [T, V]."""
+        return self.rt.numpy(self.rt.entry("logits_cached", self.state,
+                                           np.asarray(tokens, np.int64)))
+
+    def generate(self, seed: int, n: int, temperature: float, first: int = 0) -> np.ndarray:
+        """Samples first..first+n-1: int64 [n, block_size], each ended and padded by BOS."""
+        return self.rt.numpy(self.rt.entry("generate", self.state, seed, first, n,
+                                           np.float32(temperature)))

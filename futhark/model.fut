@@ -1,0 +1,149 @@
+-- | microgpt's model: the parameters and the GPT forward pass.
+--
+-- Sizes are run-time values carried in the types: V = vocab_size, C = n_embd,
+-- T = block_size, L = n_layer, F = MLP width (4*C in microgpt).  n_head is a
+-- run-time argument; head_dim = C / n_head.  Two forwards share the layers:
+-- `gpt_seq` takes a whole sequence at once with a causal mask (training),
+-- `gpt_token` takes one token and a KV cache (sampling), as microgpt's `gpt`.
+
+import "nn"
+import "rng"
+
+-- | microgpt's state_dict.  Per-layer matrices are stacked on a leading [L]
+-- axis: attn_wq[li] is microgpt's `layer{li}.attn_wq`.  Matrices are [out][in].
+type params [V][C][T][L][F] =
+  { wte: [V][C]f32, wpe: [T][C]f32, lm_head: [V][C]f32,
+    attn_wq: [L][C][C]f32, attn_wk: [L][C][C]f32,
+    attn_wv: [L][C][C]f32, attn_wo: [L][C][C]f32,
+    mlp_fc1: [L][F][C]f32, mlp_fc2: [L][C][F]f32 }
+
+def map2_2d [n][m] (f: f32 -> f32 -> f32) (a: [n][m]f32) (b: [n][m]f32) = map2 (map2 f) a b
+def map2_3d [l][n][m] (f: f32 -> f32 -> f32) (a: [l][n][m]f32) (b: [l][n][m]f32) =
+  map2 (map2 (map2 f)) a b
+def map3_2d [n][m] (f: f32 -> f32 -> f32 -> f32) (a: [n][m]f32) (b: [n][m]f32) (c: [n][m]f32) =
+  map3 (map3 f) a b c
+def map3_3d [l][n][m] (f: f32 -> f32 -> f32 -> f32)
+            (a: [l][n][m]f32) (b: [l][n][m]f32) (c: [l][n][m]f32) =
+  map3 (map3 (map3 f)) a b c
+
+-- | Apply `f` to every pair of corresponding weights (the seed port's name).
+def params_map2 [V][C][T][L][F] (f: f32 -> f32 -> f32)
+                (a: params [V][C][T][L][F]) (b: params [V][C][T][L][F])
+                : params [V][C][T][L][F] =
+  { wte = map2_2d f a.wte b.wte, wpe = map2_2d f a.wpe b.wpe, lm_head = map2_2d f a.lm_head b.lm_head,
+    attn_wq = map2_3d f a.attn_wq b.attn_wq, attn_wk = map2_3d f a.attn_wk b.attn_wk,
+    attn_wv = map2_3d f a.attn_wv b.attn_wv, attn_wo = map2_3d f a.attn_wo b.attn_wo,
+    mlp_fc1 = map2_3d f a.mlp_fc1 b.mlp_fc1, mlp_fc2 = map2_3d f a.mlp_fc2 b.mlp_fc2 }
+
+-- | Apply `f` to every triple of corresponding weights.
+def params_map3 [V][C][T][L][F] (f: f32 -> f32 -> f32 -> f32)
+                (a: params [V][C][T][L][F]) (b: params [V][C][T][L][F])
+                (c: params [V][C][T][L][F]) : params [V][C][T][L][F] =
+  { wte = map3_2d f a.wte b.wte c.wte, wpe = map3_2d f a.wpe b.wpe c.wpe,
+    lm_head = map3_2d f a.lm_head b.lm_head c.lm_head,
+    attn_wq = map3_3d f a.attn_wq b.attn_wq c.attn_wq, attn_wk = map3_3d f a.attn_wk b.attn_wk c.attn_wk,
+    attn_wv = map3_3d f a.attn_wv b.attn_wv c.attn_wv, attn_wo = map3_3d f a.attn_wo b.attn_wo c.attn_wo,
+    mlp_fc1 = map3_3d f a.mlp_fc1 b.mlp_fc1 c.mlp_fc1, mlp_fc2 = map3_3d f a.mlp_fc2 b.mlp_fc2 c.mlp_fc2 }
+
+-- | All weights zero (Adam's initial moments).
+def params_zeros [V][C][T][L][F] (p: params [V][C][T][L][F]) : params [V][C][T][L][F] =
+  params_map2 (\_ _ -> 0) p p
+
+-- | microgpt's initialisation: every weight N(0, 0.08), each tensor from its own
+-- RNG stream under `seed`, element i from counter i.
+def mk_params (seed: i64) (V: i64) (C: i64) (T: i64) (L: i64) (F: i64)
+              : params [V][C][T][L][F] =
+  let std = 0.08f32
+  let matrix (stream: i64) (nout: i64) (nin: i64) : [nout][nin]f32 =
+    let k = key seed stream
+    in tabulate_2d nout nin (\i j -> std * normal k (i * nin + j))
+  let layers (stream: i64) (nout: i64) (nin: i64) : [L][nout][nin]f32 =
+    tabulate L (\li -> matrix (stream + 6 * li) nout nin)
+  in { wte = matrix 0 V C, wpe = matrix 1 T C, lm_head = matrix 2 V C,
+    attn_wq = layers 3 C C, attn_wk = layers 4 C C, attn_wv = layers 5 C C,
+    attn_wo = layers 6 C C, mlp_fc1 = layers 7 F C, mlp_fc2 = layers 8 C F }
+
+-- | [T][C] activations as per-head arrays [n_head][T][C/n_head].
+def split_heads [T][C] (n_head: i64) (x: [T][C]f32) : [n_head][T][C / n_head]f32 =
+  transpose (map (\r -> unflatten (r :> [n_head * (C / n_head)]f32)) x)
+
+-- | The inverse of `split_heads`.
+def merge_heads [H][T][D] (C: i64) (heads: [H][T][D]f32) : [T][C]f32 =
+  map flatten (transpose heads) :> [T][C]f32
+
+-- | One head of causal self-attention over a whole sequence: position t attends
+-- to positions s <= t (microgpt's KV cache holds exactly those).
+def causal_attention [T][D] (q: [T][D]f32) (k: [T][D]f32) (v: [T][D]f32) : [T][D]f32 =
+  let scale = 1 / f32.sqrt (f32.i64 D)
+  let vt = transpose v
+  in map2 (\t q_t ->
+             let attn_logits = map2 (\s k_s -> if s <= t then dot q_t k_s * scale else -f32.inf)
+                                    (iota T) k
+             let attn_weights = softmax attn_logits
+             in map (dot attn_weights) vt)
+          (iota T) q
+
+-- | One transformer block (microgpt's loop body) over a whole sequence x: [T][C].
+-- `attend` maps per-head (q, k, v) to per-head outputs; it is causal attention
+-- here, and attention to a KV cache in `gpt_token`.
+def block [C][T][F] (n_head: i64)
+          (attn_wq: [C][C]f32) (attn_wk: [C][C]f32) (attn_wv: [C][C]f32)
+          (attn_wo: [C][C]f32) (mlp_fc1: [F][C]f32) (mlp_fc2: [C][F]f32)
+          (x: [T][C]f32) : [T][C]f32 =
+  -- 1) multi-head attention
+  let x_residual = x
+  let xn = map rmsnorm x
+  let q = map (`linear` attn_wq) xn
+  let k = map (`linear` attn_wk) xn
+  let v = map (`linear` attn_wv) xn
+  let heads = map3 causal_attention (split_heads n_head q) (split_heads n_head k)
+                                    (split_heads n_head v)
+  let x_attn = merge_heads C heads
+  let x = map2 (map2 (+)) (map (`linear` attn_wo) x_attn) x_residual
+  -- 2) MLP
+  let x_residual = x
+  let h = map (\r -> map relu (linear (rmsnorm r) mlp_fc1)) x
+  in map2 (map2 (+)) (map (`linear` mlp_fc2) h) x_residual
+
+-- | The training forward: logits at every position of one sequence, all at once.
+-- tokens: [T]i64 (position t sees tokens[0..t]); result [T][V]f32.
+def gpt_seq [V][C][T][L][F] (p: params [V][C][T][L][F]) (n_head: i64)
+            (tokens: [T]i64) : [T][V]f32 =
+  let x = map2 (\tok pos -> rmsnorm (map2 (+) p.wte[tok] p.wpe[pos])) tokens (iota T)
+  let x = loop x for li < L do
+            block n_head p.attn_wq[li] p.attn_wk[li] p.attn_wv[li] p.attn_wo[li]
+                  p.mlp_fc1[li] p.mlp_fc2[li] x
+  in map (`linear` p.lm_head) x
+
+-- | One head's attention for the newest token at `pos`, over a KV cache whose
+-- rows 0..pos are filled.  q: [D], ks, vs: [T][D].
+def cached_attention [T][D] (pos: i64) (q: [D]f32) (ks: [T][D]f32) (vs: [T][D]f32) : [D]f32 =
+  let scale = 1 / f32.sqrt (f32.i64 D)
+  let attn_logits = map2 (\s k_s -> if s <= pos then dot q k_s * scale else -f32.inf) (iota T) ks
+  let attn_weights = softmax attn_logits
+  in map (dot attn_weights) (transpose vs)
+
+-- | microgpt's `gpt`: logits for one token at position `pos`, appending its keys
+-- and values to the caches keys, values: [L][T][C] (rows > pos are unused).
+def gpt_token [V][C][T][L][F] (p: params [V][C][T][L][F]) (n_head: i64)
+              (token: i64) (pos: i64) (keys: *[L][T][C]f32) (values: *[L][T][C]f32)
+              : ([V]f32, *[L][T][C]f32, *[L][T][C]f32) =
+  let x = rmsnorm (map2 (+) p.wte[token] p.wpe[pos])
+  let (x, keys, values) =
+    loop (x: [C]f32, keys: *[L][T][C]f32, values: *[L][T][C]f32) = (x, keys, values)
+    for li < L do
+      let x_residual = x
+      let xn = rmsnorm x
+      let q = linear xn p.attn_wq[li]
+      let keys = keys with [li, pos] = linear xn p.attn_wk[li]
+      let values = values with [li, pos] = linear xn p.attn_wv[li]
+      let heads = map3 (cached_attention pos)
+                       (unflatten (q :> [n_head * (C / n_head)]f32))
+                       (split_heads n_head keys[li]) (split_heads n_head values[li])
+      let x_attn = flatten heads :> [C]f32
+      let x = map2 (+) (linear x_attn p.attn_wo[li]) x_residual
+      let x_residual = x
+      let h = map relu (linear (rmsnorm x) p.mlp_fc1[li])
+      let x = map2 (+) (linear h p.mlp_fc2[li]) x_residual
+      in (x, keys, values)
+  in (linear x p.lm_head, keys, values)

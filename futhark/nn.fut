@@ -1,0 +1,85 @@
+-- | The small building blocks of microgpt, one function each, as in microgpt.py.
+
+def dot [n] (a: [n]f32) (b: [n]f32) : f32 = f32.sum (map2 (*) a b)
+
+-- | microgpt's `linear`: y = W x, with w: [nout][nin] (no bias).
+def linear [nin][nout] (x: [nin]f32) (w: [nout][nin]f32) : [nout]f32 =
+  map (\wo -> dot wo x) w
+
+-- | microgpt's `softmax`, shifted by the maximum for stability.
+def softmax [n] (logits: [n]f32) : [n]f32 =
+  let max_val = f32.maximum logits
+  let exps = map (\v -> f32.exp (v - max_val)) logits
+  let total = f32.sum exps
+  in map (/ total) exps
+
+-- | microgpt's `rmsnorm`: x / sqrt(mean(x^2) + 1e-5), no learned gain.
+def rmsnorm [n] (x: [n]f32) : [n]f32 =
+  let ms = dot x x / f32.i64 n
+  let scale = 1 / f32.sqrt (ms + 1e-5)
+  in map (* scale) x
+
+def relu (x: f32) : f32 = f32.max x 0
+
+-- | -log softmax(logits)[target], computed as log-sum-exp minus the target logit.
+def nll [n] (logits: [n]f32) (target: i64) : f32 =
+  let max_val = f32.maximum logits
+  let lse = max_val + f32.log (f32.sum (map (\v -> f32.exp (v - max_val)) logits))
+  in lse - logits[target]
+
+-- | Index of the largest element (the first one on ties).
+def argmax [n] (xs: [n]f32) : i64 =
+  let pick (i, a) (j, b) = if a > b || (a == b && i < j) then (i, a) else (j, b)
+  in (reduce_comm pick (n, -f32.inf) (zip (iota n) xs)).0
+
+-- | Draw an index with probability proportional to `weights` (microgpt's
+-- `random.choices`): the inverse of the cumulative distribution, built by a
+-- `scan`, at u * total, for u uniform on [0, 1).
+def weighted_sample [n] (weights: [n]f32) (u: f32) : i64 =
+  let cdf = scan (+) 0 weights
+  let target = u * cdf[n - 1]
+  let below = i64.sum (map (\c -> i64.bool (c <= target)) cdf)
+  in i64.min below (n - 1)
+
+-- Tests: `futhark test futhark/nn.fut`. Expected values computed by hand / NumPy.
+
+-- ==
+-- entry: test_softmax
+-- input { [1f32, 2f32, 3f32] }
+-- output { [0.09003057f32, 0.24472847f32, 0.66524096f32] }
+-- input { [1000f32, 1000f32] }
+-- output { [0.5f32, 0.5f32] }
+entry test_softmax (xs: []f32) : []f32 = softmax xs
+
+-- ==
+-- entry: test_rmsnorm
+-- input { [3f32, 4f32] }
+-- output { [0.84852749f32, 1.13136999f32] }
+-- input { [0f32, 0f32, 0f32] }
+-- output { [0f32, 0f32, 0f32] }
+entry test_rmsnorm (xs: []f32) : []f32 = rmsnorm xs
+
+-- | Index i is drawn for u in [cdf[i-1], cdf[i]) / total; zero weights are never drawn.
+-- ==
+-- entry: test_weighted_sample
+-- input { [0.1f32, 0.0f32, 0.3f32, 0.6f32] [0f32, 0.099f32, 0.1f32, 0.399f32, 0.4f32, 0.999f32] }
+-- output { [0i64, 0i64, 2i64, 2i64, 3i64, 3i64] }
+-- input { [2f32, 2f32] [0.25f32, 0.75f32] }
+-- output { [0i64, 1i64] }
+entry test_weighted_sample [n][m] (ws: [n]f32) (us: [m]f32) : [m]i64 =
+  map (weighted_sample ws) us
+
+-- | Frequencies over many uniforms match the weights within 0.01.
+-- ==
+-- entry: test_weighted_sample_freq
+-- input { [1f32, 2f32, 3f32, 4f32] 200000i64 } output { true }
+entry test_weighted_sample_freq [n] (ws: [n]f32) (m: i64) : bool =
+  let draws = map (\i -> weighted_sample ws (f32.i64 i / f32.i64 m)) (iota m)
+  let counts = hist (+) 0 n draws (replicate m 1i64)
+  let total = f32.sum ws
+  in all (\(c, w) -> f32.abs (f32.i64 c / f32.i64 m - w / total) < 0.01) (zip counts ws)
+
+-- ==
+-- entry: test_nll
+-- input { [1f32, 2f32, 3f32] 2i64 } output { 0.40760596f32 }
+entry test_nll (xs: []f32) (t: i64) : f32 = nll xs t
