@@ -1,0 +1,243 @@
+"""Checkpoints: the model, Adam's moments and the training settings in one safetensors file.
+
+Tensors (float32) carry microgpt's state_dict names: ``wte``, ``wpe``, ``lm_head``,
+``layer{i}.attn_wq`` ... ``layer{i}.mlp_fc2`` (see model.py for shapes), and
+Adam's moments under ``adam.m.`` and ``adam.v.`` with the same names. The
+safetensors metadata (strings) holds FORMAT, the config and vocabulary as JSON,
+and the training settings. Writes are atomic: a checkpoint file is either the
+old one or the complete new one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .model import PARAM_NAMES, GPTConfig, stack, unstack
+
+FORMAT = "microgpt-fut/1"
+_FORMAT_NAME = FORMAT.split("/")[0]
+_MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
+TRAIN_KEYS = ("num_steps", "lr", "beta1", "beta2", "eps", "seed", "batch_size", "data")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be written or read; the message is one line naming the file."""
+
+
+@dataclass
+class Checkpoint:
+    """What a checkpoint holds.
+
+    params/m/v: stacked float32 arrays keyed by PARAM_NAMES (shapes:
+    ``config.shapes()``); m and v are None when loaded with ``adam=False``.
+    vocab: the characters (token i is vocab[i]; BOS = len(vocab)).
+    train: the training settings (TRAIN_KEYS: num_steps, lr, beta1, beta2, eps,
+    seed, batch_size, data), as ints, floats and str.
+    """
+
+    config: GPTConfig
+    vocab: list[str]
+    params: dict[str, np.ndarray]
+    m: dict[str, np.ndarray] | None = None
+    v: dict[str, np.ndarray] | None = None
+    step: int = 0
+    train: dict = field(default_factory=dict)
+
+
+def _metadata(ck: Checkpoint) -> dict[str, str]:
+    meta = {"format": FORMAT, "config": json.dumps(ck.config.to_dict()),
+            "vocab": json.dumps(list(ck.vocab)), "step": str(int(ck.step))}
+    for k in TRAIN_KEYS:
+        if k in ck.train:
+            v = ck.train[k]
+            meta[k] = repr(float(v)) if isinstance(v, float) else str(v)
+    return meta
+
+
+def _write_all(f, data: bytes) -> None:
+    """Write data to the open file f (a seam for tests that simulate a failing disk)."""
+    f.write(data)
+
+
+def _file_mode(path: Path) -> int:
+    """The mode a plain open() would give a new file (or the existing file's mode)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def save(path: str | Path, ck: Checkpoint) -> None:
+    """Write ck to path atomically.
+
+    The bytes go to a temporary file in the same folder, which is flushed,
+    fsync'ed and then renamed over path (os.replace). On any error the
+    temporary file is removed, the previous file at path is left as it was,
+    and CheckpointError is raised. m and v default to zeros when None.
+    """
+    path = Path(path)
+    shapes = ck.config.shapes()
+    zeros = {n: np.zeros(s, np.float32) for n, s in shapes.items()}
+    tensors = {}
+    for prefix, group in (("", ck.params), ("adam.m.", ck.m or zeros), ("adam.v.", ck.v or zeros)):
+        for name, arr in unstack({n: np.asarray(group[n], np.float32) for n in PARAM_NAMES},
+                                 prefix).items():
+            tensors[name] = arr
+    from safetensors.numpy import save as st_save
+
+    data = st_save(tensors, metadata=_metadata(ck))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), _file_mode(path))
+            _write_all(f, data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        try:  # make the rename durable too (not possible on every system)
+            dfd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass
+    except OSError as e:
+        raise CheckpointError(f"cannot write checkpoint {str(path)!r}: "
+                              f"{e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _check_file(path: Path) -> None:
+    """Check the safetensors framing (header length, JSON header, data size)."""
+    where = f"checkpoint {str(path)!r}"
+    if not path.exists():
+        raise CheckpointError(f"{where} does not exist (train one with `microgpt-fut train`)")
+    if path.is_dir():
+        raise CheckpointError(f"{where} is a directory")
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+            n = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+            header = f.read(n) if n is not None and n <= min(_MAX_HEADER, size - 8) else None
+    except OSError as e:
+        raise CheckpointError(f"cannot read {where}: {e.strerror or e}") from None
+    if size == 0:
+        raise CheckpointError(f"{where} is empty")
+    if n is None:
+        raise CheckpointError(f"{where} is truncated or not a safetensors file ({size} bytes)")
+    if n > _MAX_HEADER:
+        raise CheckpointError(f"{where} is not a safetensors file")
+    if header is None:
+        raise CheckpointError(f"{where} is truncated (header of {n} bytes, file of {size})")
+    try:
+        info = json.loads(header.decode("utf-8"))
+        assert isinstance(info, dict)
+        end = max((int(t["data_offsets"][1]) for k, t in info.items() if k != "__metadata__"),
+                  default=0)
+    except Exception:
+        raise CheckpointError(f"{where} is not a safetensors file (bad header)") from None
+    if 8 + n + end > size:
+        raise CheckpointError(f"{where} is truncated ({size} bytes, needs {8 + n + end})")
+
+
+def _parse_train(meta: dict[str, str]) -> dict:
+    out: dict = {}
+    for k in TRAIN_KEYS:
+        if k not in meta:
+            continue
+        v = meta[k]
+        if k == "data":
+            out[k] = v
+        elif k in ("lr", "beta1", "beta2", "eps"):
+            out[k] = float(v)
+        else:
+            out[k] = int(v)
+    return out
+
+
+def load(path: str | Path, adam: bool = True) -> Checkpoint:
+    """Read a checkpoint written by ``save`` (with Adam's moments unless adam=False).
+
+    Raises CheckpointError (one line) when the file is missing, empty,
+    truncated, not safetensors, not a microgpt-fut checkpoint or of another
+    format version, or when metadata or a tensor is missing or a tensor's
+    shape or dtype does not match the config.
+    """
+    path = Path(path)
+    where = f"checkpoint {str(path)!r}"
+    _check_file(path)
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            meta = f.metadata() or {}
+            names = set(f.keys())
+            fmt = meta.get("format")
+            if fmt is None or fmt.split("/")[0] != _FORMAT_NAME:
+                raise CheckpointError(f"{where} is a safetensors file but not a microgpt-fut "
+                                      "checkpoint (no 'format' metadata)")
+            if fmt != FORMAT:
+                raise CheckpointError(f"{where} has format {fmt!r}; this version reads {FORMAT!r}")
+            for k in ("config", "vocab", "step"):
+                if k not in meta:
+                    raise CheckpointError(f"{where} lacks the {k!r} metadata")
+            try:
+                config = GPTConfig(**json.loads(meta["config"]))
+                config.validate()
+                vocab = json.loads(meta["vocab"])
+                assert isinstance(vocab, list) and all(isinstance(c, str) for c in vocab)
+                step = int(meta["step"])
+                train = _parse_train(meta)
+            except Exception as e:
+                raise CheckpointError(f"{where} has unusable metadata: "
+                                      f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                                      ) from None
+            if len(vocab) + 1 != config.vocab_size:
+                raise CheckpointError(f"{where}: vocabulary of {len(vocab)} characters does not "
+                                      f"match vocab_size {config.vocab_size}")
+            groups = [""] + (["adam.m.", "adam.v."] if adam else [])
+            expected = {}
+            for prefix in groups:
+                for name, shape in config.shapes().items():
+                    if name in PARAM_NAMES[3:]:
+                        for i in range(config.n_layer):
+                            expected[f"{prefix}layer{i}.{name}"] = shape[1:]
+                    else:
+                        expected[prefix + name] = shape
+            tensors = {}
+            for name, shape in expected.items():
+                if name not in names:
+                    raise CheckpointError(f"{where} lacks tensor {name!r}")
+                arr = f.get_tensor(name)
+                if arr.dtype != np.float32:
+                    raise CheckpointError(f"{where}: tensor {name!r} is {arr.dtype}, not float32")
+                if tuple(arr.shape) != tuple(shape):
+                    raise CheckpointError(f"{where}: tensor {name!r} has shape {tuple(arr.shape)}, "
+                                          f"its config needs {tuple(shape)}")
+                tensors[name] = arr
+    except CheckpointError:
+        raise
+    except Exception as e:  # safetensors' own errors
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"cannot read {where}: {msg}") from None
+    params = stack(tensors, config.n_layer)
+    m = stack(tensors, config.n_layer, "adam.m.") if adam else None
+    v = stack(tensors, config.n_layer, "adam.v.") if adam else None
+    return Checkpoint(config, vocab, params, m, v, step, train)

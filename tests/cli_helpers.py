@@ -1,0 +1,46 @@
+"""Helpers shared by test_cli.py, test_data.py and test_checkpoint.py."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# The shared data folder sits next to the repository (../shared), in CI as here.
+NAMES_TXT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "names.txt"
+
+
+def names_lines() -> list[str]:
+    """The lines of the shared names.txt (skips the test when it is absent)."""
+    if not NAMES_TXT.is_file():
+        pytest.skip(f"shared dataset {NAMES_TXT} not found")
+    return NAMES_TXT.read_text(encoding="utf-8").split("\n")
+
+
+def small_data(folder: Path, n: int = 300, name: str = "names.txt") -> Path:
+    """A data file with the first n names of names.txt."""
+    lines = [ln for ln in names_lines() if ln.strip()][:n]
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def need_backend(backend: str = "c") -> None:
+    """Skip unless build.sh compiled this backend."""
+    from microgpt_fut.runtime import built_backends
+
+    if backend not in built_backends():
+        pytest.skip(f"backend {backend!r} not built (run BACKENDS={backend} ./build.sh)")
+
+
+def assert_one_line_error(result, *fragments: str) -> str:
+    """A CliRunner result that failed with exactly one line `Error: ...` on stderr."""
+    assert result.exit_code != 0, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), \
+        repr(result.exception)
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: "), lines[0]
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    return lines[0]

@@ -1,0 +1,214 @@
+"""Checkpoint files: names, round trip, atomic writes and every way loading can fail."""
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from microgpt_fut import checkpoint as ckpt
+from microgpt_fut.checkpoint import Checkpoint, CheckpointError
+from microgpt_fut.model import PARAM_NAMES, GPTConfig
+
+CONFIG = GPTConfig(vocab_size=6, n_embd=8, n_head=2, n_layer=2, block_size=5, mlp_width=12)
+VOCAB = ["a", "b", "c", "d", "e"]
+TRAIN = {"num_steps": 1000, "lr": 0.01, "beta1": 0.85, "beta2": 0.99, "eps": 1e-8, "seed": 42,
+         "batch_size": 3, "data": "names.txt: 5 documents"}
+
+
+def make(seed: int = 0) -> Checkpoint:
+    rng = np.random.default_rng(seed)
+    group = lambda: {n: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+                     for n, s in CONFIG.shapes().items()}
+    v = {n: a * a for n, a in group().items()}
+    return Checkpoint(CONFIG, VOCAB, group(), group(), v, step=17, train=dict(TRAIN))
+
+
+def assert_same(a: dict, b: dict):
+    assert set(a) == set(b) == set(PARAM_NAMES)
+    for n in a:
+        assert a[n].dtype == np.float32 and np.array_equal(a[n], b[n]), n
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "m.safetensors"
+    ck = make()
+    ckpt.save(path, ck)
+    back = ckpt.load(path)
+    assert back.config == CONFIG and back.vocab == VOCAB and back.step == 17
+    assert back.train == TRAIN
+    assert_same(back.params, ck.params)
+    assert_same(back.m, ck.m)
+    assert_same(back.v, ck.v)
+    light = ckpt.load(path, adam=False)
+    assert light.m is None and light.v is None
+    assert_same(light.params, ck.params)
+
+
+def test_tensor_names_and_metadata_are_microgpts(tmp_path):
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make())
+    tensors = load_file(path)
+    base = {"wte", "wpe", "lm_head"} | {f"layer{i}.{n}" for i in range(2) for n in
+                                        ("attn_wq", "attn_wk", "attn_wv", "attn_wo",
+                                         "mlp_fc1", "mlp_fc2")}
+    assert set(tensors) == base | {f"adam.m.{n}" for n in base} | {f"adam.v.{n}" for n in base}
+    assert tensors["layer1.mlp_fc1"].shape == (12, 8) and tensors["wpe"].shape == (5, 8)
+    from safetensors import safe_open
+    with safe_open(str(path), framework="numpy") as f:
+        meta = f.metadata()
+    assert meta["format"] == "microgpt-fut/1"
+    assert json.loads(meta["config"])["n_layer"] == 2
+    assert json.loads(meta["vocab"]) == VOCAB
+    assert {"step", "num_steps", "lr", "beta1", "beta2", "eps", "seed", "batch_size",
+            "data"} <= set(meta)
+
+
+def test_new_file_mode_follows_umask(tmp_path):
+    path = tmp_path / "m.safetensors"
+    old = os.umask(0o022)
+    try:
+        ckpt.save(path, make())
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def _temps(folder):
+    return [p.name for p in folder.iterdir() if p.name != "m.safetensors"]
+
+
+def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make(0))
+    before = path.read_bytes()
+
+    def half_then_fail(f, data):
+        f.write(data[:len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ckpt, "_write_all", half_then_fail)
+    with pytest.raises(CheckpointError, match="No space left"):
+        ckpt.save(path, make(1))
+    assert path.read_bytes() == before
+    assert _temps(tmp_path) == []
+    assert_same(ckpt.load(path).params, make(0).params)
+
+
+def test_failed_fsync_and_rename_keep_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make(0))
+    before = path.read_bytes()
+
+    def fail(*a):
+        raise OSError(5, "Input/output error")
+
+    for name in ("fsync", "replace"):
+        with monkeypatch.context() as m:
+            m.setattr(ckpt.os, name, fail)
+            with pytest.raises(CheckpointError):
+                ckpt.save(path, make(1))
+        assert path.read_bytes() == before and _temps(tmp_path) == []
+
+
+def test_write_into_missing_folder(tmp_path):
+    with pytest.raises(CheckpointError, match="cannot write"):
+        ckpt.save(tmp_path / "nope" / "m.safetensors", make())
+
+
+def _error(path) -> str:
+    with pytest.raises(CheckpointError) as e:
+        ckpt.load(path)
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_missing_empty_directory(tmp_path):
+    assert "does not exist" in _error(tmp_path / "none.safetensors")
+    (tmp_path / "e.safetensors").write_bytes(b"")
+    assert "is empty" in _error(tmp_path / "e.safetensors")
+    assert "directory" in _error(tmp_path)
+
+
+def test_truncated(tmp_path):
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make())
+    data = path.read_bytes()
+    for cut in (len(data) - 1, len(data) // 2, 40, 5):
+        path.write_bytes(data[:cut])
+        assert "truncated" in _error(path), cut
+
+
+def test_not_safetensors(tmp_path):
+    path = tmp_path / "m.safetensors"
+    path.write_text("emma\nolivia\nava\n" * 10)
+    assert "not a safetensors file" in _error(path)
+    path.write_bytes(struct.pack("<Q", 10) + b"not json!!")
+    assert "not a safetensors file" in _error(path)
+
+
+def _rewrite(path, tensors=None, meta=None, drop=()):
+    t = load_file(path) if tensors is None else tensors
+    for n in drop:
+        del t[n]
+    save_file(t, path, metadata=meta)
+
+
+def _meta(path):
+    from safetensors import safe_open
+    with safe_open(str(path), framework="numpy") as f:
+        return dict(f.metadata())
+
+
+def test_not_ours_or_other_version(tmp_path):
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make())
+    meta = _meta(path)
+    _rewrite(path, meta={})
+    assert "not a microgpt-fut checkpoint" in _error(path)
+    meta["format"] = "microgpt-fut/99"
+    _rewrite(path, meta=meta)
+    msg = _error(path)
+    assert "microgpt-fut/99" in msg and "microgpt-fut/1" in msg
+
+
+def test_missing_tensor_and_metadata(tmp_path):
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make())
+    meta = _meta(path)
+    _rewrite(path, meta=meta, drop=["layer1.attn_wk"])
+    assert "layer1.attn_wk" in _error(path)
+    ckpt.save(path, make())
+    _rewrite(path, meta=meta, drop=["adam.v.wte"])
+    assert "adam.v.wte" in _error(path)
+    assert ckpt.load(path, adam=False).step == 17  # sampling needs no Adam state
+    del meta["config"]
+    _rewrite(path, meta=meta)
+    assert "config" in _error(path)
+
+
+def test_wrong_shape_or_dtype(tmp_path):
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make())
+    meta = _meta(path)
+    t = load_file(path)
+    t["wpe"] = np.zeros((7, 8), np.float32)
+    _rewrite(path, tensors=t, meta=meta)
+    msg = _error(path)
+    assert "wpe" in msg and "(7, 8)" in msg and "(5, 8)" in msg
+    t["wpe"] = np.zeros((5, 8), np.float64)
+    _rewrite(path, tensors=t, meta=meta)
+    assert "float32" in _error(path)
+
+
+def test_vocab_must_match_config(tmp_path):
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make())
+    meta = _meta(path)
+    meta["vocab"] = json.dumps(["a", "b"])
+    _rewrite(path, meta=meta)
+    assert "vocab" in _error(path)

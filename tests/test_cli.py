@@ -1,0 +1,268 @@
+"""The command line (click): train -> checkpoint -> sample, and one-line errors."""
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cli_helpers import NAMES_TXT, assert_one_line_error, names_lines, need_backend, small_data
+from microgpt_fut import checkpoint as ckpt
+from microgpt_fut.cli import main
+from microgpt_fut.data import Vocab, read_docs
+from microgpt_fut.model import Model
+from microgpt_fut.runtime import Runtime
+from microgpt_fut.trainer import TrainSettings, generate_names, train
+
+SAMPLE_RE = re.compile(r"sample +(\d+): (.*)")
+
+
+def run(*args, **kw):
+    return CliRunner().invoke(main, [str(a) for a in args], **kw)
+
+
+def samples(output: str) -> list[str]:
+    return [m.group(2) for m in map(SAMPLE_RE.fullmatch, output.splitlines()) if m]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """`train --steps 30` on 300 names: (folder, data file, checkpoint, result)."""
+    need_backend("c")
+    folder = tmp_path_factory.mktemp("cli")
+    data = small_data(folder)
+    out = folder / "m.safetensors"
+    result = run("train", "--data", data, "--steps", 30, "--steps-per-call", 7,
+                 "--out", out, "--samples", 12)
+    assert result.exit_code == 0, result.output
+    return folder, data, out, result
+
+
+def test_train_prints_progress_loss_and_samples(trained):
+    _, data, out, result = trained
+    text = result.stdout
+    assert out.is_file()
+    assert f"data: {data}: 300 documents" in text
+    assert re.search(r"^step 30 / 30 \| loss \d+\.\d{4} \| [\d,]+ tok/s$", text, re.M)
+    assert re.search(r"^mean loss of the last 30 steps: \d+\.\d{4}$", text, re.M)
+    assert "--- inference (new, hallucinated names) ---" in text
+    lines = [ln for ln in text.splitlines() if SAMPLE_RE.fullmatch(ln)]
+    assert lines[0].startswith("sample  1: ") and lines[-1].startswith("sample 12: ")
+    assert result.stderr == ""
+
+
+def test_checkpoint_holds_the_run(trained):
+    _, data, out, _ = trained
+    ck = ckpt.load(out)
+    assert ck.step == 30 and ck.train["num_steps"] == 30 and ck.train["seed"] == 42
+    assert ck.config.vocab_size == len(ck.vocab) + 1 == Vocab.from_docs(read_docs(data)).size
+    assert str(data) in ck.train["data"]
+
+
+def test_sample_from_checkpoint_equals_samples_after_training(trained):
+    _, _, out, result = trained
+    again = run("sample", "--checkpoint", out, "-n", 12, "--seed", 42)
+    assert again.exit_code == 0, again.output
+    assert samples(again.stdout) == samples(result.stdout)
+    assert len(samples(again.stdout)) == 12
+
+
+def test_round_trip_in_memory_model(tmp_path):
+    need_backend("c")
+    docs = read_docs(small_data(tmp_path))
+    rt = Runtime("c")
+    res = train(rt, docs, TrainSettings(num_steps=20, steps_per_call=6, batch_size=3),
+                n_layer=2, block_size=8)
+    path = tmp_path / "r.safetensors"
+    ckpt.save(path, res.checkpoint("test"))
+    ck = ckpt.load(path)
+    params, (m, v) = res.model.params(), res.model.adam()
+    for name in params:
+        assert np.array_equal(ck.params[name], params[name]), name
+        assert np.array_equal(ck.m[name], m[name]) and np.array_equal(ck.v[name], v[name])
+    loaded = Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
+    assert loaded.step() == res.model.step() == 20
+    for name, arr in loaded.params().items():
+        assert np.array_equal(arr, params[name])
+    a = generate_names(res.model, res.vocab, 40, 0.7, seed=5)
+    b = generate_names(loaded, Vocab(tuple(ck.vocab)), 40, 0.7, seed=5)
+    c = generate_names(loaded, Vocab(tuple(ck.vocab)), 40, 0.7, seed=5, chunk=6)
+    assert a == b == c
+    assert generate_names(loaded, res.vocab, 40, 0.7, seed=6) != a
+
+
+def test_sample_zero_prints_nothing(trained):
+    _, _, out, _ = trained
+    r = run("sample", "--checkpoint", out, "-n", 0)
+    assert r.exit_code == 0 and r.output == ""
+
+
+def test_temperature_zero_is_greedy(trained):
+    _, _, out, _ = trained
+    outs = [run("sample", "--checkpoint", out, "-n", 5, "--temperature", 0, "--seed", s)
+            for s in (1, 2, 99)]
+    assert all(r.exit_code == 0 for r in outs)
+    names = [samples(r.stdout) for r in outs]
+    assert names[0] == names[1] == names[2] and len(set(names[0])) == 1
+
+
+def test_large_n_in_chunks(trained):
+    _, _, out, _ = trained
+    r = run("sample", "--checkpoint", out, "-n", 5000, "--seed", 3)
+    assert r.exit_code == 0
+    got = samples(r.stdout)
+    assert len(got) == 5000
+    first = run("sample", "--checkpoint", out, "-n", 10, "--seed", 3)
+    assert samples(first.stdout) == got[:10]
+
+
+@pytest.mark.parametrize("value", ["-0.5", "nan", "inf"])
+def test_bad_temperature(trained, value):
+    _, _, out, _ = trained
+    assert_one_line_error(run("sample", "--checkpoint", out, "--temperature", value),
+                          "--temperature")
+    assert_one_line_error(run("train", "--out", out.parent / "t.safetensors",
+                              "--temperature", value), "--temperature")
+    assert not (out.parent / "t.safetensors").exists()
+
+
+def test_sample_bad_checkpoints(tmp_path, trained):
+    _, _, out, _ = trained
+    assert_one_line_error(run("sample", "--checkpoint", tmp_path / "none.safetensors"),
+                          "does not exist")
+    text = tmp_path / "names.safetensors"
+    text.write_text("emma\nolivia\n" * 20)
+    assert_one_line_error(run("sample", "--checkpoint", text), "not a safetensors file")
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(out.read_bytes()[:-100])
+    assert_one_line_error(run("sample", "--checkpoint", cut), "truncated")
+    bad = tmp_path / "bad.safetensors"
+    data = bytearray(out.read_bytes())
+    data[8:12] = b"\x00\x01\x02\x03"  # corrupt the JSON header
+    bad.write_bytes(bytes(data))
+    assert_one_line_error(run("sample", "--checkpoint", bad), "not a safetensors file")
+
+
+def test_data_errors(tmp_path):
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    blank = tmp_path / "blank.txt"
+    blank.write_bytes(b"\n \n\t\n")
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("emma\nolivia\nzoë\n".encode("latin-1"))
+    cases = [(tmp_path / "missing.txt", "does not exist"), (tmp_path, "is a directory"),
+             (empty, "is empty"), (blank, "only blank lines"), (latin, "line 3")]
+    for path, fragment in cases:
+        assert_one_line_error(run("train", "--data", path, "--out", out, "--steps", 2),
+                              fragment, str(path))
+        assert not out.exists()
+    r = run("train", "--data", latin, "--encoding", "latin-1", "--out", out, "--steps", 2,
+            "--samples", 0)
+    assert r.exit_code == 0, r.output
+    assert "ë" in ckpt.load(out).vocab
+
+
+def test_single_document_trains(tmp_path):
+    need_backend("c")
+    data = tmp_path / "one.txt"
+    data.write_text("anna\n")
+    r = run("train", "--data", data, "--out", tmp_path / "m.safetensors", "--steps", 60,
+            "--samples", 3, "--temperature", 0)
+    assert r.exit_code == 0, r.output
+    assert samples(r.stdout) == ["anna"] * 3
+
+
+def test_long_documents_warn(tmp_path):
+    need_backend("c")
+    data = tmp_path / "long.txt"
+    data.write_text("abcdefghij\nab\n")
+    r = run("train", "--data", data, "--out", tmp_path / "m.safetensors", "--steps", 2,
+            "--block-size", 4, "--samples", 0)
+    assert r.exit_code == 0, r.output
+    assert "1 of 2 documents are longer" in r.stderr
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--steps", "0"], "--steps"),
+    (["--batch-size", "-2"], "--batch-size"),
+    (["--n-embd", "0"], "--n-embd"),
+    (["--n-layer", "0"], "--n-layer"),
+    (["--block-size", "0"], "--block-size"),
+    (["--mlp-width", "0"], "--mlp-width"),
+    (["--steps-per-call", "0"], "--steps-per-call"),
+    (["--n-embd", "10", "--n-head", "4"], "not divisible by --n-head"),
+    (["--lr", "nan"], "--lr"),
+    (["--lr", "-1"], "--lr"),
+    (["--seed", "-1"], "--seed"),
+    (["--steps", "many"], "--steps"),
+    (["--backend", "tpu"], "--backend"),
+    (["--bogus"], "--bogus"),
+    (["--device", "0"], "--device"),
+])
+def test_bad_train_options(tmp_path, args, fragment):
+    if "--device" in args:
+        need_backend("c")  # the error comes from the loaded backend
+    out = tmp_path / "m.safetensors"
+    r = run("train", "--out", out, "--steps", 3, *args)
+    assert_one_line_error(r, fragment)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_out_must_be_writable_before_training(tmp_path):
+    r = run("train", "--out", tmp_path / "missing" / "m.safetensors", "--steps", 3)
+    msg = assert_one_line_error(r, "does not exist")
+    assert "step" not in r.stdout and "missing" in msg
+    assert_one_line_error(run("train", "--out", tmp_path, "--steps", 3), "directory")
+
+
+def test_backend_not_built(tmp_path, monkeypatch):
+    monkeypatch.setenv("MICROGPT_FUT_BUILD", str(tmp_path / "empty-build"))
+    (tmp_path / "empty-build").mkdir()
+    out = tmp_path / "m.safetensors"
+    for backend in ("c", "multicore", "opencl", "cuda"):
+        r = run("train", "--backend", backend, "--out", out, "--steps", 2)
+        assert_one_line_error(r, f"backend '{backend}' was not built", "build.sh")
+        assert not out.exists()
+
+
+def test_unknown_command_and_no_traceback():
+    assert_one_line_error(run("fly"), "No such command")
+
+
+def test_devices_lists_or_says_none():
+    r = run("devices")
+    assert r.exit_code == 0, r.output
+    assert ("OpenCL devices" in r.stdout and re.search(r"^  0: ", r.stdout, re.M)) \
+        or "no OpenCL devices found" in r.stdout
+    assert "built backends:" in r.stdout
+
+
+def test_help_and_version():
+    assert run("--help").exit_code == 0
+    assert "0.1.0" in run("--version").stdout
+    for cmd in ("train", "sample", "devices"):
+        assert run(cmd, "--help").exit_code == 0
+
+
+@pytest.mark.slow
+def test_microgpt_job_end_to_end():
+    """microgpt.py's exact job: names.txt, B=1, 1000 steps, seed 42, its sizes, on c."""
+    need_backend("c")
+    names_lines()  # skips without the shared data
+    docs = read_docs(NAMES_TXT)
+    rt = Runtime("c")
+    t0 = time.perf_counter()
+    res = train(rt, docs, TrainSettings())
+    elapsed = time.perf_counter() - t0
+    assert res.losses.shape == (1000,) and np.all(np.isfinite(res.losses))
+    mean = res.mean_loss(100)
+    print(f"\n1000 steps on c: {elapsed:.2f} s, mean loss of steps 901-1000: {mean:.4f}")
+    assert mean <= 2.40  # microgpt.py itself: 2.276
+    names = generate_names(res.model, res.vocab, 20, 0.5, seed=42)
+    print(names)
+    good = [n for n in names if re.fullmatch(r"[a-z]{2,15}", n)]
+    assert len(good) >= 15, names
