@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 ROOT=$PWD
 TOOLS=$ROOT/.toolchain          # private prefix for the Futhark compiler (git-ignored)
 VENV=${VENV:-$ROOT/.venv}
-BUILD=$ROOT/build               # compiled libraries, one folder per backend
+BUILD=${MICROGPT_FUT_BUILD:-$ROOT/build}  # compiled libraries, one folder per backend (the driver reads the same variable)
 FUTHARK_MIN=0.25.32
 FUTHARK_PKGS="futhark libc6 libgmp10 libffi8 libnuma1 libtinfo6 zlib1g libcmark-gfm0.29.0.gfm.13 libcmark-gfm-extensions0.29.0.gfm.13"
 

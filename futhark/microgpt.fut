@@ -55,13 +55,6 @@ entry train [V][C][T][L][F][K][B][T1] (s: state [V][C][T][L][F])
             (eps: f32) (num_steps: i64) : (state [V][C][T][L][F], [K]f32) =
   train_steps {lr, beta1, beta2, eps} num_steps s tokens n_pos
 
--- | The loss of one batch and its gradient (for tests and evaluation).
-entry loss_grad [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
-                (tokens: [B][T1]i64) (n_pos: [B]i64) =
-  let (loss, g) = loss_and_grad s tokens n_pos
-  let (a, b, c, d, e, f, g2, h, i) = unpack g
-  in ([loss], a, b, c, d, e, f, g2, h, i)
-
 -- | The loss of one batch, without a gradient.
 entry loss [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
            (tokens: [B][T1]i64) (n_pos: [B]i64) : [1]f32 =
@@ -73,12 +66,12 @@ entry logits_seq [V][C][T][L][F][B] (s: state [V][C][T][L][F]) (tokens: [B][T]i6
 
 -- | Sampling-path logits (one token at a time through the KV cache): [T] -> [T][V].
 entry logits_cached [V][C][T][L][F] (s: state [V][C][T][L][F]) (tokens: [T]i64) : [T][V]f32 =
-  let keys = replicate L (replicate T (replicate C 0f32))
-  let values = replicate L (replicate T (replicate C 0f32))
+  let keys = replicate L (replicate 1 (replicate T (replicate C 0f32)))
+  let values = replicate L (replicate 1 (replicate T (replicate C 0f32)))
   let (out, _, _) =
     loop (out, keys, values) = (replicate T (replicate V 0f32), keys, values) for pos < T do
-      let (logits, keys, values) = gpt_token s.params s.n_head tokens[pos] pos keys values
-      in (out with [pos] = logits, keys, values)
+      let (logits, keys, values) = gpt_tokens s.params s.n_head [tokens[pos]] pos keys values
+      in (out with [pos] = logits[0], keys, values)
   in out
 
 -- | n samples (first .. first+n-1 under seed) as rows of block_size tokens, each

@@ -72,20 +72,21 @@ def merge_heads [H][T][D] (C: i64) (heads: [H][T][D]f32) : [T][C]f32 =
   map flatten (transpose heads) :> [T][C]f32
 
 -- | One head of causal self-attention over a whole sequence: position t attends
--- to positions s <= t (microgpt's KV cache holds exactly those).
+-- to positions s <= t (microgpt's KV cache holds exactly those).  The scores
+-- are one [T][T] product, so both of its adjoints are products too.
 def causal_attention [T][D] (q: [T][D]f32) (k: [T][D]f32) (v: [T][D]f32) : [T][D]f32 =
   let scale = 1 / f32.sqrt (f32.i64 D)
+  let attn_logits = map (\q_t -> map (\k_s -> dot q_t k_s * scale) k) q
+  let attn_weights = map2 (\t row -> masked_softmax (t + 1) row) (iota T) attn_logits
   let vt = transpose v
-  in map2 (\t q_t ->
-             let attn_logits = map2 (\s k_s -> if s <= t then dot q_t k_s * scale else -f32.inf)
-                                    (iota T) k
-             let attn_weights = softmax attn_logits
-             in map (dot attn_weights) vt)
-          (iota T) q
+  in map (\w -> map (dot w) vt) attn_weights
+
+-- | The MLP half of a block on one position: x + fc2(relu(fc1(rmsnorm x))).
+def mlp [C][F] (mlp_fc1: [F][C]f32) (mlp_fc2: [C][F]f32) (x: [C]f32) : [C]f32 =
+  let h = map relu (linear (rmsnorm x) mlp_fc1)
+  in map2 (+) (linear h mlp_fc2) x
 
 -- | One transformer block (microgpt's loop body) over a whole sequence x: [T][C].
--- `attend` maps per-head (q, k, v) to per-head outputs; it is causal attention
--- here, and attention to a KV cache in `gpt_token`.
 def block [C][T][F] (n_head: i64)
           (attn_wq: [C][C]f32) (attn_wk: [C][C]f32) (attn_wv: [C][C]f32)
           (attn_wo: [C][C]f32) (mlp_fc1: [F][C]f32) (mlp_fc2: [C][F]f32)
@@ -101,15 +102,13 @@ def block [C][T][F] (n_head: i64)
   let x_attn = merge_heads C heads
   let x = map2 (map2 (+)) (map (`linear` attn_wo) x_attn) x_residual
   -- 2) MLP
-  let x_residual = x
-  let h = map (\r -> map relu (linear (rmsnorm r) mlp_fc1)) x
-  in map2 (map2 (+)) (map (`linear` mlp_fc2) h) x_residual
+  in map (mlp mlp_fc1 mlp_fc2) x
 
 -- | The training forward: logits at every position of one sequence, all at once.
--- tokens: [T]i64 (position t sees tokens[0..t]); result [T][V]f32.
-def gpt_seq [V][C][T][L][F] (p: params [V][C][T][L][F]) (n_head: i64)
-            (tokens: [T]i64) : [T][V]f32 =
-  let x = map2 (\tok pos -> rmsnorm (map2 (+) p.wte[tok] p.wpe[pos])) tokens (iota T)
+-- tokens: [n]i64 with n <= T (position t sees tokens[0..t]); result [n][V]f32.
+def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
+            (tokens: [n]i64) : [n][V]f32 =
+  let x = map2 (\tok pos -> rmsnorm (map2 (+) p.wte[tok] p.wpe[pos])) tokens (iota n)
   let x = loop x for li < L do
             block n_head p.attn_wq[li] p.attn_wk[li] p.attn_wv[li] p.attn_wo[li]
                   p.mlp_fc1[li] p.mlp_fc2[li] x
@@ -119,31 +118,31 @@ def gpt_seq [V][C][T][L][F] (p: params [V][C][T][L][F]) (n_head: i64)
 -- rows 0..pos are filled.  q: [D], ks, vs: [T][D].
 def cached_attention [T][D] (pos: i64) (q: [D]f32) (ks: [T][D]f32) (vs: [T][D]f32) : [D]f32 =
   let scale = 1 / f32.sqrt (f32.i64 D)
-  let attn_logits = map2 (\s k_s -> if s <= pos then dot q k_s * scale else -f32.inf) (iota T) ks
-  let attn_weights = softmax attn_logits
+  let attn_weights = masked_softmax (pos + 1) (map (\k_s -> dot q k_s * scale) ks)
   in map (dot attn_weights) (transpose vs)
 
--- | microgpt's `gpt`: logits for one token at position `pos`, appending its keys
--- and values to the caches keys, values: [L][T][C] (rows > pos are unused).
-def gpt_token [V][C][T][L][F] (p: params [V][C][T][L][F]) (n_head: i64)
-              (token: i64) (pos: i64) (keys: *[L][T][C]f32) (values: *[L][T][C]f32)
-              : ([V]f32, *[L][T][C]f32, *[L][T][C]f32) =
-  let x = rmsnorm (map2 (+) p.wte[token] p.wpe[pos])
+-- | microgpt's `gpt` for n independent sequences at once: logits [n][V] for one
+-- token each, all at position `pos`, appending their keys and values to the
+-- caches keys, values: [L][n][T][C] (rows > pos are unused).  n = 1 is microgpt.
+def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
+               (tokens: [n]i64) (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32)
+               : ([n][V]f32, *[L][n][T][C]f32, *[L][n][T][C]f32) =
+  let x = map (\tok -> rmsnorm (map2 (+) p.wte[tok] p.wpe[pos])) tokens
   let (x, keys, values) =
-    loop (x: [C]f32, keys: *[L][T][C]f32, values: *[L][T][C]f32) = (x, keys, values)
+    loop (x: [n][C]f32, keys: *[L][n][T][C]f32, values: *[L][n][T][C]f32) = (x, keys, values)
     for li < L do
+      -- 1) multi-head attention over the cache
       let x_residual = x
-      let xn = rmsnorm x
-      let q = linear xn p.attn_wq[li]
-      let keys = keys with [li, pos] = linear xn p.attn_wk[li]
-      let values = values with [li, pos] = linear xn p.attn_wv[li]
-      let heads = map3 (cached_attention pos)
-                       (unflatten (q :> [n_head * (C / n_head)]f32))
-                       (split_heads n_head keys[li]) (split_heads n_head values[li])
-      let x_attn = flatten heads :> [C]f32
-      let x = map2 (+) (linear x_attn p.attn_wo[li]) x_residual
-      let x_residual = x
-      let h = map relu (linear (rmsnorm x) p.mlp_fc1[li])
-      let x = map2 (+) (linear h p.mlp_fc2[li]) x_residual
-      in (x, keys, values)
-  in (linear x p.lm_head, keys, values)
+      let xn = map rmsnorm x
+      let q = map (`linear` p.attn_wq[li]) xn
+      let keys = keys with [li, :, pos] = map (`linear` p.attn_wk[li]) xn
+      let values = values with [li, :, pos] = map (`linear` p.attn_wv[li]) xn
+      let attend (q_i: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32) : [C]f32 =
+        let heads = map3 (cached_attention pos) (unflatten (q_i :> [n_head * (C / n_head)]f32))
+                         (split_heads n_head ks) (split_heads n_head vs)
+        in flatten heads :> [C]f32
+      let x_attn = map3 attend q keys[li] values[li]
+      let x = map2 (map2 (+)) (map (`linear` p.attn_wo[li]) x_attn) x_residual
+      -- 2) MLP
+      in (map (mlp p.mlp_fc1[li] p.mlp_fc2[li]) x, keys, values)
+  in (map (`linear` p.lm_head) x, keys, values)

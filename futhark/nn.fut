@@ -6,13 +6,6 @@ def dot [n] (a: [n]f32) (b: [n]f32) : f32 = f32.sum (map2 (*) a b)
 def linear [nin][nout] (x: [nin]f32) (w: [nout][nin]f32) : [nout]f32 =
   map (\wo -> dot wo x) w
 
--- | microgpt's `softmax`, shifted by the maximum for stability.
-def softmax [n] (logits: [n]f32) : [n]f32 =
-  let max_val = f32.maximum logits
-  let exps = map (\v -> f32.exp (v - max_val)) logits
-  let total = f32.sum exps
-  in map (/ total) exps
-
 -- | microgpt's `rmsnorm`: x / sqrt(mean(x^2) + 1e-5), no learned gain.
 def rmsnorm [n] (x: [n]f32) : [n]f32 =
   let ms = dot x x / f32.i64 n
@@ -21,16 +14,31 @@ def rmsnorm [n] (x: [n]f32) : [n]f32 =
 
 def relu (x: f32) : f32 = f32.max x 0
 
--- | -log softmax(logits)[target], computed as log-sum-exp minus the target logit.
-def nll [n] (logits: [n]f32) (target: i64) : f32 =
-  let max_val = f32.maximum logits
-  let lse = max_val + f32.log (f32.sum (map (\v -> f32.exp (v - max_val)) logits))
-  in lse - logits[target]
-
 -- | Index of the largest element (the first one on ties).
 def argmax [n] (xs: [n]f32) : i64 =
   let pick (i, a) (j, b) = if a > b || (a == b && i < j) then (i, a) else (j, b)
   in (reduce_comm pick (n, -f32.inf) (zip (iota n) xs)).0
+
+-- | softmax over the first `n_valid` logits; the others get probability 0
+-- (a causal mask).  The shift for stability is the largest valid logit, read
+-- at its index: softmax is shift-invariant, and reverse AD then differentiates
+-- one indexing instead of a max-reduction (6x cheaper attention backward).
+def masked_softmax [n] (n_valid: i64) (logits: [n]f32) : [n]f32 =
+  let masked = map2 (\i v -> if i < n_valid then v else -f32.inf) (iota n) logits
+  let max_val = logits[argmax masked]
+  let exps = map2 (\i v -> if i < n_valid then f32.exp (v - max_val) else 0) (iota n) logits
+  let total = f32.sum exps
+  in map (/ total) exps
+
+-- | microgpt's `softmax`.
+def softmax [n] (logits: [n]f32) : [n]f32 = masked_softmax n logits
+
+-- | -log softmax(logits)[target], as log-sum-exp minus the target logit
+-- (shifted by the largest logit, taken at its index as in `masked_softmax`).
+def nll [n] (logits: [n]f32) (target: i64) : f32 =
+  let max_val = logits[argmax logits]
+  let lse = max_val + f32.log (f32.sum (map (\v -> f32.exp (v - max_val)) logits))
+  in lse - logits[target]
 
 -- | Draw an index with probability proportional to `weights` (microgpt's
 -- `random.choices`): the inverse of the cumulative distribution, built by a

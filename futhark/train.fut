@@ -6,12 +6,16 @@ import "model"
 -- | Mean next-token negative log-likelihood over the valid positions of a batch.
 -- tokens: [B][T+1] rows BOS+doc+BOS padded; n_pos[b] = min(T, len(doc)+1) is the
 -- number of positions of row b that count.  B = 1 is microgpt's loss exactly.
+-- Only the first max(n_pos) positions are computed: later ones are padding in
+-- every row, and the causal mask keeps them from affecting earlier positions.
 def compute_loss [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (n_head: i64)
                  (tokens: [B][T1]i64) (n_pos: [B]i64) : f32 =
-  let doc_loss (row: [T1]i64) (n: i64) : f32 =
-    let logits = gpt_seq p n_head (row[:T] :> [T]i64)
-    let targets = row[1:T + 1] :> [T]i64
-    in f32.sum (map3 (\pos lg tgt -> if pos < n then nll lg tgt else 0) (iota T) logits targets)
+  let n = i64.min T (i64.maximum n_pos)
+  let doc_loss (row: [T1]i64) (n_valid: i64) : f32 =
+    let logits = gpt_seq p n_head row[:n]
+    let targets = row[1:n + 1] :> [n]i64
+    in f32.sum (map3 (\pos lg tgt -> if pos < n_valid then nll lg tgt else 0)
+                     (iota n) logits targets)
   in f32.sum (map2 doc_loss tokens n_pos) / f32.i64 (i64.sum n_pos)
 
 -- | Adam's hyper-parameters (microgpt's values in `default_adam`).

@@ -266,3 +266,144 @@ def test_microgpt_job_end_to_end():
     print(names)
     good = [n for n in names if re.fullmatch(r"[a-z]{2,15}", n)]
     assert len(good) >= 15, names
+
+
+# --- issue 4: every bad input answered in one line, nothing lost ---------------------------
+
+def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):
+    need_backend("c")
+    data = small_data(tmp_path, 20)
+    r = run("train", "--data", data, "--out", data / "m.safetensors", "--steps", 2)
+    assert_one_line_error(r, "is not a folder", str(data))
+    before = data.read_bytes()
+    r = run("train", "--data", data, "--out", data, "--steps", 2)
+    assert_one_line_error(r, "--out", "is the data file")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    r = run("train", "--data", data, "--out", notes, "--steps", 2)
+    assert_one_line_error(r, "is not a microgpt-fut checkpoint", "refusing to overwrite")
+    assert data.read_bytes() == before and notes.read_text() == "my notes\n"
+    assert "step" not in r.stdout
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--save-every", "0"], "--save-every"),
+    (["--save-every", "-3"], "--save-every"),
+    (["--n-head", "0"], "--n-head"),
+    (["--steps", "-5"], "--steps"),
+    (["--batch-size", "0"], "--batch-size"),
+])
+def test_more_bad_train_options(tmp_path, args, fragment):
+    out = tmp_path / "m.safetensors"
+    r = run("train", "--out", out, "--steps", 3, *args)  # a later --steps wins
+    assert_one_line_error(r, fragment)
+    assert r.exit_code == 2 and not out.exists()
+
+
+def test_bad_bytes_offer_encoding(tmp_path):
+    need_backend("c")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"emma\n\xff\xfeolivia\n")
+    assert_one_line_error(run("train", "--data", bad, "--out", tmp_path / "m.safetensors"),
+                          "line 2", "--encoding", str(bad))
+
+
+def test_opencl_device_out_of_range():
+    need_backend("opencl")
+    r = run("train", "--backend", "opencl", "--device", 99, "--steps", 2)
+    msg = assert_one_line_error(r)
+    assert ("--device 99 is out of range" in msg or "no OpenCL platform" in msg), msg
+
+
+def test_no_opencl_platform(monkeypatch):
+    from microgpt_fut import runtime
+
+    monkeypatch.setattr(runtime, "opencl_devices", lambda: [])
+    for index in (None, 0, 3):
+        with pytest.raises(runtime.BackendError) as e:
+            runtime.choose_opencl_device(index)
+        assert "no OpenCL platform" in str(e.value) and "\n" not in str(e.value)
+
+
+class _FakeFuthark:
+    """Stands in for futhark_ffi.Futhark: records its keyword arguments."""
+
+    kwargs: dict = {}
+
+    def __init__(self, mod, **kwargs):
+        _FakeFuthark.kwargs = kwargs
+        self.ctx = None
+        self.lib = type("Lib", (), {"futhark_context_sync": staticmethod(lambda ctx: 0)})()
+
+
+def _fake_backends(monkeypatch, tmp_path):
+    from microgpt_fut import runtime
+
+    monkeypatch.setattr(runtime, "_module_path", lambda b: tmp_path / f"_microgpt_{b}.so")
+    monkeypatch.setattr(runtime, "_import_module", lambda b, p: type("Mod", (), {"lib": None}))
+    monkeypatch.setattr(runtime, "Futhark", _FakeFuthark)
+    return runtime
+
+
+def test_cuda_device_is_passed_to_futhark_or_rejected(monkeypatch, tmp_path):
+    runtime = _fake_backends(monkeypatch, tmp_path)
+    monkeypatch.setattr(runtime, "cuda_device_count", lambda: 2)
+    runtime.Runtime("cuda", device=1)
+    assert _FakeFuthark.kwargs["device"] == b"#1"  # Futhark's syntax for the 2nd device
+    runtime.Runtime("cuda")
+    assert "device" not in _FakeFuthark.kwargs
+    for bad, fragment in ((2, "there are 2 CUDA devices (0..1)"), (-1, "numbered from 0")):
+        with pytest.raises(runtime.BackendError, match=re.escape(fragment)):
+            runtime.Runtime("cuda", device=bad)
+    monkeypatch.setattr(runtime, "cuda_device_count", lambda: 0)
+    with pytest.raises(runtime.BackendError, match="no CUDA device"):
+        runtime.Runtime("cuda", device=0)
+    monkeypatch.setattr(runtime, "cuda_device_count", lambda: None)  # no driver to ask
+    runtime.Runtime("cuda", device=5)
+    assert _FakeFuthark.kwargs["device"] == b"#5"
+
+
+def test_cuda_device_out_of_range_through_the_cli(monkeypatch, tmp_path):
+    runtime = _fake_backends(monkeypatch, tmp_path)
+    monkeypatch.setattr(runtime, "cuda_device_count", lambda: 1)
+    out = tmp_path / "m.safetensors"
+    r = run("train", "--backend", "cuda", "--device", 3, "--out", out, "--steps", 2)
+    assert_one_line_error(r, "--device 3 is out of range", "1 CUDA devices")
+    assert not out.exists()
+
+
+def test_opencl_device_is_passed_by_number(monkeypatch, tmp_path):
+    runtime = _fake_backends(monkeypatch, tmp_path)
+    devs = [runtime.OpenCLDevice(0, "Vendor A", "Same Name", True),
+            runtime.OpenCLDevice(1, "Vendor A", "Same Name", True)]
+    monkeypatch.setattr(runtime, "opencl_devices", lambda: devs)
+    rt = runtime.Runtime("opencl", device=1)
+    assert rt.device == devs[1] and _FakeFuthark.kwargs["device"] == b"#1"
+    assert "platform" not in _FakeFuthark.kwargs
+    with pytest.raises(runtime.BackendError, match="--device 2 is out of range"):
+        runtime.Runtime("opencl", device=2)
+
+
+def test_sample_incompatible_checkpoints(trained, tmp_path):
+    from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
+
+    _, _, out, _ = trained
+    with safe_open(str(out), framework="numpy") as f:
+        meta = dict(f.metadata())
+    tensors = load_file(str(out))
+    newer = tmp_path / "newer.safetensors"
+    save_file(tensors, str(newer), metadata=dict(meta, format="microgpt-fut/2"))
+    assert_one_line_error(run("sample", "--checkpoint", newer), "microgpt-fut/2",
+                          "this version reads")
+    other = tmp_path / "other.safetensors"
+    save_file(tensors, str(other), metadata=dict(meta, config=meta["config"].replace(
+        '"n_embd": 16', '"n_embd": 24')))
+    assert_one_line_error(run("sample", "--checkpoint", other), "wte", "(27, 24)")
+    odd = tmp_path / "odd.safetensors"
+    save_file(tensors, str(odd), metadata=dict(meta, config=meta["config"].replace(
+        '"n_head": 4', '"n_head": 3')))
+    assert_one_line_error(run("sample", "--checkpoint", odd), "not divisible")
+    foreign = tmp_path / "foreign.safetensors"
+    save_file({"weight": np.zeros((2, 2), np.float32)}, str(foreign))
+    assert_one_line_error(run("sample", "--checkpoint", foreign), "not a microgpt-fut checkpoint")

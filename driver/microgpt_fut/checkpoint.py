@@ -2,10 +2,12 @@
 
 Tensors (float32) carry microgpt's state_dict names: ``wte``, ``wpe``, ``lm_head``,
 ``layer{i}.attn_wq`` ... ``layer{i}.mlp_fc2`` (see model.py for shapes), and
-Adam's moments under ``adam.m.`` and ``adam.v.`` with the same names. The
-safetensors metadata (strings) holds FORMAT, the config and vocabulary as JSON,
-and the training settings. Writes are atomic: a checkpoint file is either the
-old one or the complete new one.
+Adam's moments under ``adam.m.`` and ``adam.v.`` with the same names; ``train.losses``
+[step] is the loss of every step so far. The safetensors metadata (strings) holds
+FORMAT, the config and vocabulary as JSON, the step, and the run's settings and
+data identity (TRAIN_KEYS), which is all ``train --resume`` needs to continue
+exactly. Writes are atomic: a checkpoint file is either the old one or the
+complete new one.
 """
 from __future__ import annotations
 
@@ -23,7 +25,15 @@ from .model import PARAM_NAMES, GPTConfig, stack, unstack
 FORMAT = "microgpt-fut/1"
 _FORMAT_NAME = FORMAT.split("/")[0]
 _MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
-TRAIN_KEYS = ("num_steps", "lr", "beta1", "beta2", "eps", "seed", "batch_size", "data")
+LOSSES = "train.losses"
+_INT_KEYS = ("num_steps", "seed", "batch_size", "n_docs", "cursor")
+_FLOAT_KEYS = ("lr", "beta1", "beta2", "eps")
+_STR_KEYS = ("data", "data_path", "data_sha256", "encoding")
+# The run's settings: total steps and the lr schedule's parameters, the seed (of the
+# initial weights and of the data order), the batch size, and the data's identity:
+# description, absolute path ("" = built-in), sha256 of the documents, their number,
+# encoding, and the cursor (documents consumed = step * batch_size).
+TRAIN_KEYS = _INT_KEYS + _FLOAT_KEYS + _STR_KEYS
 
 
 class CheckpointError(ValueError):
@@ -37,8 +47,8 @@ class Checkpoint:
     params/m/v: stacked float32 arrays keyed by PARAM_NAMES (shapes:
     ``config.shapes()``); m and v are None when loaded with ``adam=False``.
     vocab: the characters (token i is vocab[i]; BOS = len(vocab)).
-    train: the training settings (TRAIN_KEYS: num_steps, lr, beta1, beta2, eps,
-    seed, batch_size, data), as ints, floats and str.
+    train: the run's settings (TRAIN_KEYS), as ints, floats and str.
+    losses: float32 [step], the loss of each step so far, or None (not stored).
     """
 
     config: GPTConfig
@@ -48,6 +58,7 @@ class Checkpoint:
     v: dict[str, np.ndarray] | None = None
     step: int = 0
     train: dict = field(default_factory=dict)
+    losses: np.ndarray | None = None
 
 
 def _metadata(ck: Checkpoint) -> dict[str, str]:
@@ -81,7 +92,9 @@ def save(path: str | Path, ck: Checkpoint) -> None:
     The bytes go to a temporary file in the same folder, which is flushed,
     fsync'ed and then renamed over path (os.replace). On any error the
     temporary file is removed, the previous file at path is left as it was,
-    and CheckpointError is raised. m and v default to zeros when None.
+    and CheckpointError is raised. m and v default to zeros when None; losses
+    is stored as the tensor ``train.losses`` when not None (ValueError unless
+    it has ``step`` entries).
     """
     path = Path(path)
     shapes = ck.config.shapes()
@@ -91,6 +104,11 @@ def save(path: str | Path, ck: Checkpoint) -> None:
         for name, arr in unstack({n: np.asarray(group[n], np.float32) for n in PARAM_NAMES},
                                  prefix).items():
             tensors[name] = arr
+    if ck.losses is not None:
+        losses = np.ascontiguousarray(ck.losses, dtype=np.float32)
+        if losses.shape != (ck.step,):
+            raise ValueError(f"losses has shape {losses.shape}, expected ({ck.step},)")
+        tensors[LOSSES] = losses
     from safetensors.numpy import save as st_save
 
     data = st_save(tensors, metadata=_metadata(ck))
@@ -160,16 +178,40 @@ def _check_file(path: Path) -> None:
 def _parse_train(meta: dict[str, str]) -> dict:
     out: dict = {}
     for k in TRAIN_KEYS:
-        if k not in meta:
-            continue
-        v = meta[k]
-        if k == "data":
-            out[k] = v
-        elif k in ("lr", "beta1", "beta2", "eps"):
-            out[k] = float(v)
-        else:
-            out[k] = int(v)
+        if k in meta:
+            v = meta[k]
+            out[k] = int(v) if k in _INT_KEYS else float(v) if k in _FLOAT_KEYS else v
     return out
+
+
+def _check_format(meta: dict[str, str], where: str) -> None:
+    fmt = meta.get("format")
+    if fmt is None or fmt.split("/")[0] != _FORMAT_NAME:
+        raise CheckpointError(f"{where} is a safetensors file but not a microgpt-fut "
+                              "checkpoint (no 'format' metadata)")
+    if fmt != FORMAT:
+        raise CheckpointError(f"{where} has format {fmt!r}; this version reads {FORMAT!r}")
+
+
+def read_metadata(path: str | Path) -> dict[str, str]:
+    """The safetensors metadata of a microgpt-fut checkpoint, without reading tensors.
+
+    Raises CheckpointError (one line) as ``load`` does for a file that is missing,
+    truncated, not safetensors, or not a checkpoint of this format version.
+    """
+    path = Path(path)
+    where = f"checkpoint {str(path)!r}"
+    _check_file(path)
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            meta = dict(f.metadata() or {})
+    except Exception as e:  # safetensors' own errors
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"cannot read {where}: {msg}") from None
+    _check_format(meta, where)
+    return meta
 
 
 def load(path: str | Path, adam: bool = True) -> Checkpoint:
@@ -178,7 +220,8 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
     Raises CheckpointError (one line) when the file is missing, empty,
     truncated, not safetensors, not a microgpt-fut checkpoint or of another
     format version, or when metadata or a tensor is missing or a tensor's
-    shape or dtype does not match the config.
+    shape or dtype does not match the config (``train.losses``, optional, must
+    be float32 [step]).
     """
     path = Path(path)
     where = f"checkpoint {str(path)!r}"
@@ -189,12 +232,7 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
         with safe_open(str(path), framework="numpy") as f:
             meta = f.metadata() or {}
             names = set(f.keys())
-            fmt = meta.get("format")
-            if fmt is None or fmt.split("/")[0] != _FORMAT_NAME:
-                raise CheckpointError(f"{where} is a safetensors file but not a microgpt-fut "
-                                      "checkpoint (no 'format' metadata)")
-            if fmt != FORMAT:
-                raise CheckpointError(f"{where} has format {fmt!r}; this version reads {FORMAT!r}")
+            _check_format(meta, where)
             for k in ("config", "vocab", "step"):
                 if k not in meta:
                     raise CheckpointError(f"{where} lacks the {k!r} metadata")
@@ -232,6 +270,10 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                     raise CheckpointError(f"{where}: tensor {name!r} has shape {tuple(arr.shape)}, "
                                           f"its config needs {tuple(shape)}")
                 tensors[name] = arr
+            losses = f.get_tensor(LOSSES) if LOSSES in names else None
+            if losses is not None and (losses.dtype != np.float32 or losses.shape != (step,)):
+                raise CheckpointError(f"{where}: tensor {LOSSES!r} is {losses.dtype} "
+                                      f"{tuple(losses.shape)}, expected float32 ({step},)")
     except CheckpointError:
         raise
     except Exception as e:  # safetensors' own errors
@@ -240,4 +282,4 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
     params = stack(tensors, config.n_layer)
     m = stack(tensors, config.n_layer, "adam.m.") if adam else None
     v = stack(tensors, config.n_layer, "adam.v.") if adam else None
-    return Checkpoint(config, vocab, params, m, v, step, train)
+    return Checkpoint(config, vocab, params, m, v, step, train, losses)

@@ -8,16 +8,20 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shlex
 import tempfile
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from . import checkpoint as ckpt
-from .data import DataError, Vocab, load_docs
+from . import resume as resume_rules
+from .data import DataError, Vocab, load_data
+from .interrupt import stop_on_sigint
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
-from .trainer import TrainSettings, generate_names, train as train_loop
+from .trainer import Diverged, Training, TrainSettings, generate_names
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
@@ -57,6 +61,15 @@ class _Group(click.Group):
             if _NO_ARGS_HELP and isinstance(e, _NO_ARGS_HELP):
                 raise
             raise _one_line_usage(e) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # Ctrl-C outside training (which handles its own)
+            raise _exit_with(130, "interrupted") from None
+        except MemoryError:
+            raise click.ClickException("out of memory: try smaller sizes, --batch-size or "
+                                       "--steps-per-call") from None
 
     def resolve_command(self, ctx, args):
         try:
@@ -101,13 +114,25 @@ def _check_positive(ctx, param, value):
     return value
 
 
-def _check_out(out: Path) -> None:
-    """Fail before training when the checkpoint could not be written."""
+def _check_out(out: Path, data: Path | None = None) -> None:
+    """Fail before training when the checkpoint could not be written (or would destroy
+    a file that is not a checkpoint, such as the data)."""
     folder = out.parent
     if out.is_dir():
         raise click.ClickException(f"--out {str(out)!r} is a directory; give a file name")
-    if not folder.is_dir():
+    if not folder.exists():
         raise click.ClickException(f"--out: folder {str(folder)!r} does not exist")
+    if not folder.is_dir():
+        raise click.ClickException(f"--out {str(out)!r}: {str(folder)!r} is not a folder")
+    if out.exists():
+        if data is not None and data.exists() and os.path.samefile(out, data):
+            raise click.ClickException(f"--out {str(out)!r} is the data file; give another name")
+        try:
+            ckpt.read_metadata(out)
+        except ckpt.CheckpointError:
+            raise click.ClickException(
+                f"--out {str(out)!r} exists and is not a microgpt-fut checkpoint: refusing to "
+                "overwrite it (move it away or choose another --out)") from None
     try:
         fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=folder)
         os.close(fd)
@@ -115,6 +140,21 @@ def _check_out(out: Path) -> None:
     except OSError as e:
         raise click.ClickException(f"--out: cannot write in folder {str(folder)!r}: "
                                    f"{e.strerror or e}") from None
+
+
+def _kept(out: Path) -> str:
+    """What --out holds now, for messages after a failure."""
+    try:
+        meta = ckpt.read_metadata(out)
+        return f"{str(out)!r} still holds the checkpoint of step {meta.get('step', '?')}"
+    except ckpt.CheckpointError:
+        return f"nothing was saved to {str(out)!r}"
+
+
+def _exit_with(code: int, msg: str) -> click.ClickException:
+    e = click.ClickException(msg)
+    e.exit_code = code
+    return e
 
 
 def _runtime(backend: str, device: int | None, quiet: bool) -> Runtime:
@@ -127,8 +167,9 @@ _backend_opt = click.option(
     help="Compiled kernels to run on. c (one CPU core) is the fastest on CPUs for "
          "microgpt's tiny sizes; multicore/opencl/cuda pay off for large batches.")
 _device_opt = click.option("--device", type=int, default=None,
-                           help="OpenCL device number (see `microgpt-fut devices`); "
-                                "default: the first GPU, else the first device.")
+                           help="OpenCL device number (see `microgpt-fut devices`; default: "
+                                "the first GPU, else the first device), or CUDA device number "
+                                "(default: Futhark's choice).")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -144,14 +185,24 @@ def main():
     """
 
 
-@main.command()
+_RESUME_HELP = """With --resume FILE the run saved in FILE continues: its sizes, --steps (the
+run's total, which fixes the learning-rate schedule), --lr, --seed and
+--batch-size are the checkpoint's; give them only with the same values. The
+data is read again from the file the checkpoint names (or --data) and must be
+the same documents. --out defaults to FILE. On the c backend the result is
+bit-identical to an uninterrupted run (multicore sums are not bit-reproducible
+even between two identical runs, so there it agrees to about 1e-6)."""
+
+
+@main.command(epilog=_RESUME_HELP)
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="Text file, one document per line. Default: built-in US first names.")
 @click.option("--encoding", default="utf-8", show_default=True, help="Text encoding of --data.")
 @_backend_opt
 @_device_opt
 @click.option("--steps", type=int, default=1000, show_default=True, callback=_check_positive,
-              help="Training steps (Adam updates).")
+              help="Training steps (Adam updates) of the whole run; with --resume, the "
+                   "checkpoint's (it cannot change).")
 @click.option("--batch-size", type=int, default=1, show_default=True, callback=_check_positive,
               help="Documents per step.")
 @click.option("--n-embd", type=int, default=16, show_default=True, callback=_check_positive,
@@ -171,56 +222,141 @@ def main():
 @click.option("--steps-per-call", type=int, default=50, show_default=True,
               callback=_check_positive, help="Training steps fused into one kernel call.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("model.safetensors"),
-              show_default=True, help="Checkpoint file to write.")
+              show_default=True, help="Checkpoint file to write (with --resume: FILE).")
+@click.option("--save-every", type=int, default=None, callback=_check_positive,
+              help="Also save the checkpoint to --out every N steps (atomically: a crash "
+                   "leaves the previous one).")
+@click.option("--resume", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Continue the run saved in checkpoint FILE (see below).")
 @click.option("--samples", type=click.IntRange(min=0), default=20, show_default=True,
               help="Names to generate after training.")
 @click.option("--temperature", type=float, default=0.5, show_default=True,
               callback=_check_temperature, help="Sampling temperature (0 = greedy).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the samples.")
-def train(data, encoding, backend, device, steps, batch_size, n_embd, n_head, n_layer,
-          block_size, mlp_width, lr, seed, steps_per_call, out, samples, temperature, quiet):
-    """Train a model and save it to --out, then print samples (microgpt's defaults)."""
-    settings = TrainSettings(num_steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                             steps_per_call=steps_per_call)
-    try:
-        settings.validate()
-    except ValueError as e:
-        raise _bad_option(str(e)) from None
-    if n_embd % n_head:
-        raise _bad_option(f"--n-embd {n_embd} is not divisible by --n-head {n_head}")
-    _check_out(out)
+@click.pass_context
+def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_head, n_layer,
+          block_size, mlp_width, lr, seed, steps_per_call, out, save_every, resume, samples,
+          temperature, quiet):
+    """Train a model and save it to --out, then print samples (microgpt's defaults).
+
+    Ctrl-C stops after the current kernel call, saves the checkpoint to --out and
+    exits with status 130; `train --resume` continues it. A loss that becomes NaN
+    or infinite stops training with an error, and --out is not overwritten.
+    """
+    say = (lambda *a, **k: None) if quiet else click.echo
+    given = {name: ctx.params[name] for name in ctx.params
+             if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
+                                                   ParameterSource.ENVIRONMENT)}
+    ck = None
+    if resume is None:
+        settings = TrainSettings(num_steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                                 steps_per_call=steps_per_call)
+        try:
+            settings.validate()
+        except ValueError as e:
+            raise _bad_option(str(e)) from None
+        if n_embd % n_head:
+            raise _bad_option(f"--n-embd {n_embd} is not divisible by --n-head {n_head}")
+    else:
+        ck, settings, data, encoding = _plan_resume(resume, given, steps_per_call)
+        out = out if "out" in given else resume
+    _check_out(out, data)
     rt = _runtime(backend, device, quiet)
     with _user_errors():
-        docs, description = load_docs(data, encoding)
-    say = (lambda *a, **k: None) if quiet else click.echo
-    say(f"data: {description}")
+        docs, info = load_data(data, encoding)
+        if ck is not None:
+            resume_rules.check_data(ck, info, f"checkpoint {str(resume)!r}")
+    say(f"data: {info.description}")
     vocab = Vocab.from_docs(docs)
-    n_long = sum(len(d) > block_size - 1 for d in docs)
+    config = ck.config if ck is not None else GPTConfig(vocab.size, n_embd, n_head, n_layer,
+                                                        block_size, mlp_width)
+    T = config.block_size
+    n_long = sum(len(d) > T - 1 for d in docs)
     if n_long and not quiet:
         click.echo(f"warning: {n_long} of {len(docs)} documents are longer than block size - 1 "
-                   f"= {block_size - 1} characters and are cut", err=True)
-    n_params = GPTConfig(vocab.size, n_embd, n_head, n_layer, block_size, mlp_width).num_params()
-    say(f"num docs: {len(docs)} | vocab size: {vocab.size} | num params: {n_params:,} | "
-        f"backend: {backend}" + (f" ({rt.device.name})" if rt.device else ""))
+                   f"= {T - 1} characters and are cut", err=True)
+    say(f"num docs: {len(docs)} | vocab size: {vocab.size} | num params: "
+        f"{config.num_params():,} | backend: {backend}"
+        + (f" ({rt.device.name})" if rt.device else ""))
+    with _user_errors():
+        if ck is None:
+            run = Training.start(rt, docs, settings, config, info)
+        else:
+            run = Training.resume(rt, ck, docs, settings, info)
+            say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
+                + (": the run is complete, nothing to train" if run.done else ""))
+    if not _train_and_save(run, out, save_every, say):
+        click.echo(f"interrupted: saved the checkpoint of step {run.step} of {run.num_steps} "
+                   f"to {str(out)!r}; continue with: microgpt-fut train --resume "
+                   f"{shlex.quote(str(out))}", err=True)
+        ctx.exit(130)
+    trained = run.step - (ck.step if ck is not None else 0)
+    if trained:
+        say(f"trained {trained} steps in {run.seconds:.2f} s "
+            f"({run.positions / max(run.seconds, 1e-9):,.0f} tok/s)")
+    last = min(100, run.num_steps)
+    say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
+    say(f"saved {out}")
+    with _user_errors():
+        names = generate_names(run.model, run.vocab, samples, temperature, settings.seed)
+    _print_samples(names, quiet)
+
+
+def _plan_resume(resume: Path, given: dict, steps_per_call: int):
+    """(checkpoint, its TrainSettings, data file or None, encoding) for --resume, or a
+    one-line click error (status 2 when a given option conflicts with the checkpoint)."""
+    where = f"checkpoint {str(resume)!r}"
+    with _user_errors():
+        ck = ckpt.load(resume)
+    try:
+        settings = resume_rules.settings_for(ck, given, steps_per_call, where)
+        data, encoding = resume_rules.data_source(ck, given.get("data"), given.get("encoding"),
+                                                  where)
+    except resume_rules.ResumeConflict as e:
+        raise _bad_option(str(e)) from None
+    except resume_rules.ResumeError as e:
+        raise click.ClickException(str(e)) from None
+    return ck, settings, data, encoding
+
+
+def _train_and_save(run: Training, out: Path, save_every: int | None, say) -> bool:
+    """Train to the end, saving to out every save_every steps and at the end.
+
+    Returns False when Ctrl-C stopped the run early (the checkpoint is saved).
+    Errors (a failed save, divergence, a second Ctrl-C) become one-line click
+    errors that say what --out still holds.
+    """
+    def save():
+        try:
+            ckpt.save(out, run.checkpoint())
+        except ckpt.CheckpointError as e:
+            raise click.ClickException(f"{e}; {_kept(out)}") from None
 
     def progress(step, total, loss, rate):
         say(f"step {step:{len(str(total))}d} / {total} | loss {loss:.4f} | {rate:,.0f} tok/s")
 
-    with _user_errors():
-        result = train_loop(rt, docs, settings, n_embd=n_embd, n_head=n_head, n_layer=n_layer,
-                            block_size=block_size, mlp_width=mlp_width, progress=progress)
-        say(f"trained {steps} steps in {result.seconds:.2f} s "
-            f"({result.tokens / max(result.seconds, 1e-9):,.0f} tok/s)")
-        ckpt.save(out, result.checkpoint(description))
-    last = min(100, steps)
-    loss = result.mean_loss(last)
-    if not math.isfinite(loss):
-        click.echo("warning: the loss is not finite; try a smaller --lr", err=True)
-    say(f"mean loss of the last {last} steps: {loss:.4f}")
-    say(f"saved {out}")
-    with _user_errors():
-        names = generate_names(result.model, result.vocab, samples, temperature, seed)
-    _print_samples(names, quiet)
+    with stop_on_sigint() as stop:
+        try:
+            while not run.done and not stop():
+                until = run.num_steps
+                if save_every:
+                    until = min(until, (run.step // save_every + 1) * save_every)
+                run.run(until, progress, should_stop=stop)
+                if not run.done and not stop():
+                    save()
+                    say(f"saved checkpoint {out} (step {run.step} of {run.num_steps})")
+            save()
+        except Diverged as e:
+            raise click.ClickException(f"{e}; {_kept(out)}") from None
+        except KeyboardInterrupt:
+            raise _exit_with(130, f"interrupted twice: stopped without saving; "
+                                  f"{_kept(out)}") from None
+        except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
+            raise click.ClickException(f"{_first_line(str(e))}; {_kept(out)}") from None
+        except MemoryError:
+            raise click.ClickException(f"out of memory: try smaller sizes, --batch-size or "
+                                       f"--steps-per-call; {_kept(out)}") from None
+    return not stop()
 
 
 def _print_samples(names: list[str], quiet: bool) -> None:
@@ -271,4 +407,4 @@ def devices():
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    main(prog_name="microgpt-fut")

@@ -9,6 +9,7 @@ the documents are shuffled once with Python's ``random`` under the seed, and ste
 from __future__ import annotations
 
 import codecs
+import hashlib
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,41 @@ def load_docs(path: str | Path | None = None, encoding: str = "utf-8") -> tuple[
         return default_docs()
     docs = read_docs(path, encoding)
     return docs, f"{path}: {len(docs)} documents"
+
+
+def docs_sha256(docs: list[str]) -> str:
+    """Hex SHA-256 of the documents in file order (joined by ``\\n``, UTF-8).
+
+    It identifies the training data independently of line endings, blank lines,
+    the byte-order mark and the file's encoding.
+    """
+    return hashlib.sha256("\n".join(docs).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """Where the documents came from, as stored in a checkpoint to resume on the same data.
+
+    path: the file as an absolute path, "" for the built-in dataset; encoding: the
+    encoding it was read with; sha256: ``docs_sha256(docs)``; n_docs: len(docs).
+    """
+
+    description: str
+    path: str
+    encoding: str
+    sha256: str
+    n_docs: int
+
+
+def load_data(path: str | Path | None = None,
+              encoding: str = "utf-8") -> tuple[list[str], DataInfo]:
+    """(docs, DataInfo): like ``load_docs``, plus the identity of the data.
+
+    Raises DataError as ``read_docs`` and ``default_docs`` do.
+    """
+    docs, description = load_docs(path, encoding)
+    where = str(Path(path).resolve()) if path is not None else ""
+    return docs, DataInfo(description, where, encoding, docs_sha256(docs), len(docs))
 
 
 def shuffled(docs: list[str], seed: int) -> list[str]:

@@ -13,6 +13,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from futhark_ffi import Futhark
 
@@ -110,29 +111,90 @@ def choose_opencl_device(index: int | None) -> OpenCLDevice:
     return devs[index]
 
 
-def pocl_tuning(lib) -> dict[str, int]:
-    """Tuning that avoids pocl 3.1's miscompiled whole-array reduction.
+def cuda_device_count() -> int | None:
+    """Number of CUDA devices the driver reports (0 when it finds none), or None
+    when there is no CUDA driver library to ask."""
+    import ctypes
 
-    pocl drops the reset of the work-group counter in Futhark's single-pass
-    reduction, so every call after the first returns stale memory. With one
-    thread per reduction block (``*.segred_tblock_size_*`` = 1) the kernel takes
-    a path that pocl compiles correctly; this was faster than the other verified
-    fix (``-cl-opt-disable``). See shared notes and tests/test_pocl.py.
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    else:
+        return None
+    try:
+        if lib.cuInit(0) != 0:  # e.g. CUDA_ERROR_NO_DEVICE
+            return 0
+        n = ctypes.c_int(0)
+        if lib.cuDeviceGetCount(ctypes.byref(n)) != 0:
+            return None
+        return n.value
+    except AttributeError:
+        return None
+
+
+def check_cuda_device(index: int) -> None:
+    """Raise BackendError when ``--device index`` names no CUDA device.
+
+    Futhark's CUDA backend takes "#N" as the N-th device (skipping compute-prohibited
+    ones) and silently falls back to the device of highest compute capability when
+    there is none, so the index is checked here. When the driver cannot be asked,
+    the index is passed on unchecked.
     """
-    names = [lib.futhark_get_tuning_param_name(i) for i in range(lib.futhark_get_tuning_param_count())]
-    from cffi import FFI
+    if index < 0:
+        raise BackendError(f"--device {index} is out of range: CUDA devices are numbered from 0")
+    n = cuda_device_count()
+    if n == 0:
+        raise BackendError("no CUDA device found: use --backend opencl or c")
+    if n is not None and index >= n:
+        raise BackendError(f"--device {index} is out of range: there are {n} CUDA devices "
+                           f"(0..{n - 1})")
 
-    ffi = FFI()
-    names = [ffi.string(n).decode() for n in names]
-    return {n: 1 for n in names if ".segred_tblock_size_" in n}
+
+# OpenCL build options that avoid pocl 3.1's miscompiled whole-array reduction:
+# pocl's optimiser drops the reset of the work-group counter in Futhark's
+# single-pass reduction, so every call after the first returns stale memory.
+# The other verified fix (every *.segred_tblock_size_* tuned to 1) is faster but
+# crashed pocl in our batched training kernel (B >= 2), so this one is used.
+POCL_BUILD_OPTIONS = ("-cl-opt-disable",)
+
+
+class _LibWithBuildOptions:
+    """A futhark-ffi ``lib`` whose new context configs carry OpenCL build options.
+
+    futhark-ffi creates the config and the context in one constructor, with no
+    hook in between; this proxy adds ``futhark_context_config_add_build_option``
+    calls to ``futhark_context_config_new`` and forwards everything else.
+    """
+
+    def __init__(self, lib, options):
+        self._lib = lib
+        self._options = [o.encode() for o in options]
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def __dir__(self):  # futhark-ffi takes the C type of every listed name: list C functions only
+        return [n for n in dir(self._lib) if n != "futhark_context_config_new"]
+
+    def futhark_context_config_new(self):
+        cfg = self._lib.futhark_context_config_new()
+        for opt in self._options:
+            self._lib.futhark_context_config_add_build_option(cfg, opt)
+        return cfg
 
 
 class Runtime:
     """One loaded backend: a futhark-ffi context plus helpers that sync.
 
     ``entry(name, *args)`` calls an entry point; ``numpy(*values)`` copies
-    results to NumPy after a ``futhark_context_sync``. Raises BackendError when
-    the backend is unknown, was not built, or its context cannot be created.
+    results to NumPy after a ``futhark_context_sync``. ``device`` numbers an
+    OpenCL device as ``opencl_devices`` does, or a CUDA device as the driver
+    does; both are passed to Futhark as ``"#N"`` (its syntax for the N-th
+    device). Raises BackendError when the backend is unknown, was not built,
+    the device does not exist, or the context cannot be created.
     """
 
     def __init__(self, backend: str, device: int | None = None, quiet: bool = False,
@@ -145,19 +207,30 @@ class Runtime:
                                f"{build_dir() / backend}): run `BACKENDS={backend} ./build.sh`")
         self.backend = backend
         self.device: OpenCLDevice | None = None
+        self.build_options: tuple[str, ...] = ()
         mod = _import_module(backend, path)
         kwargs = {}
         if backend == "opencl":
             self.device = choose_opencl_device(device)
-            kwargs["platform"] = self.device.platform
-            kwargs["device"] = self.device.name
+            # Futhark (rts/c/backends/opencl.h) lists the devices of all platforms in
+            # the order pyopencl does; "#N" with no name picks the N-th of them (a name
+            # could match several devices, and a str would not pass through cffi).
+            kwargs["device"] = f"#{self.device.index}".encode()
             if self.device.is_pocl and pocl_workaround:
-                kwargs["tuning"] = pocl_tuning(mod.lib)
+                self.build_options = POCL_BUILD_OPTIONS
+                mod = SimpleNamespace(lib=_LibWithBuildOptions(mod.lib, POCL_BUILD_OPTIONS),
+                                      ffi=mod.ffi)
                 if not quiet:
-                    print(f"note: OpenCL device is pocl ({self.device.name}); applying the "
-                          "reduction workaround (segred block size 1)", file=sys.stderr)
-        elif device is not None and backend != "cuda":
+                    print(f"note: OpenCL device is pocl ({self.device.name}); building its "
+                          f"kernels with {' '.join(POCL_BUILD_OPTIONS)} (pocl reduction bug "
+                          "workaround)", file=sys.stderr)
+        elif backend == "cuda" and device is not None:
+            check_cuda_device(device)
+            kwargs["device"] = f"#{device}".encode()
+        elif device is not None:
             raise BackendError(f"--device applies to the opencl and cuda backends, not {backend!r}")
+        # Futhark 0.25.32 copies the device string; older runtimes kept the pointer.
+        self._device_arg = kwargs.get("device")
         try:
             self.fut = Futhark(mod, **kwargs)
         except ValueError as e:

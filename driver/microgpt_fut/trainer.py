@@ -4,6 +4,11 @@ microgpt's job: shuffle the documents once under the seed, then step s trains on
 documents (s*B + i) % N (B = 1: ``docs[step % len(docs)]``) with Adam and a
 learning rate decaying linearly to 0. Here K consecutive steps are fused into one
 device call (``Model.train``); the host only builds their [K, B, block_size+1] tokens.
+
+A run (``Training``) can stop after any call, be written to a checkpoint and be
+continued from it (``Training.resume``): the data order is a function of the
+seed and the documents, and the cursor is step * batch_size, so a resumed run
+computes exactly what the uninterrupted run would have.
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .data import Vocab, batch_indices, shuffled
+from .data import DataInfo, Vocab, batch_indices, docs_sha256, shuffled
 from .model import GPTConfig, Model
 from .runtime import Runtime
 
@@ -52,6 +57,208 @@ class TrainSettings:
             raise ValueError(f"--seed must be in [0, 2**63), got {self.seed}")
 
 
+class Diverged(RuntimeError):
+    """A step's loss, or the state after it, is NaN or infinite.
+
+    ``step`` is the first such step (1-based: step s is the s-th update); the
+    Training it came from is left at step - 1, the last good state. The message
+    is one line naming the step.
+    """
+
+    def __init__(self, step: int, num_steps: int, what: str):
+        super().__init__(f"training diverged at step {step} of {num_steps}: {what} "
+                         "(try a smaller --lr)")
+        self.step = step
+
+
+# progress(step, num_steps, mean loss since the last report, tokens per second since then)
+Progress = Callable[[int, int, float, float], None]
+
+
+def _finite(arrays: dict[str, np.ndarray]) -> bool:
+    return all(np.isfinite(a).all() for a in arrays.values())
+
+
+class Training:
+    """A run in progress: the model on the device, the run's data order and its losses.
+
+    Make one with ``start`` (fresh weights) or ``resume`` (a checkpoint), advance
+    it with ``run`` and save it with ``checkpoint``. ``step`` steps of
+    ``settings.num_steps`` are done; ``losses`` (float32 [step]) holds their losses.
+    """
+
+    def __init__(self, model: Model, vocab: Vocab, settings: TrainSettings, docs: list[str],
+                 data: DataInfo, losses: np.ndarray, step: int):
+        self.model = model
+        self.vocab = vocab
+        self.settings = settings
+        self.data = data
+        self.order = shuffled(docs, settings.seed)
+        self.tokens, self.n_pos, self.n_cut = vocab.encode(self.order, model.config.block_size)
+        self._losses = np.zeros(0, np.float32)  # grows with the run (--steps may be huge)
+        self.step = 0
+        self._record(0, np.asarray(losses[:step], np.float32))
+        self.step = step
+        self.positions = 0  # valid positions trained on by this object's calls
+        self.seconds = 0.0  # time spent in this object's calls
+
+    @classmethod
+    def start(cls, rt: Runtime, docs: list[str], settings: TrainSettings, config: GPTConfig,
+              data: DataInfo | None = None) -> "Training":
+        """A fresh run: Model.init under settings.seed.
+
+        config.vocab_size must be the data's (``Vocab.from_docs(docs).size``).
+        Raises ValueError (naming the option) for bad settings or sizes.
+        """
+        settings.validate()
+        config.validate()
+        if not docs:
+            raise ValueError("no documents to train on")
+        vocab = Vocab.from_docs(docs)
+        if config.vocab_size != vocab.size:
+            raise ValueError(f"vocab_size {config.vocab_size} does not match the data's "
+                             f"{vocab.size}")
+        data = data or DataInfo("", "", "utf-8", docs_sha256(docs), len(docs))
+        model = Model.init(rt, config, settings.seed)
+        return cls(model, vocab, settings, docs, data, np.zeros(0, np.float32), 0)
+
+    @classmethod
+    def resume(cls, rt: Runtime, ck: Checkpoint, docs: list[str], settings: TrainSettings,
+               data: DataInfo) -> "Training":
+        """The run saved in ck, continued on docs (which must be the run's own data).
+
+        settings must be the checkpoint's (resume.settings_for gives them);
+        only steps_per_call may differ. ck needs Adam's moments. Raises
+        ValueError when docs are not the checkpoint's documents or ck cannot
+        continue (no Adam moments or loss history, step beyond the total).
+        """
+        settings.validate()
+        if ck.m is None or ck.v is None:
+            raise ValueError("the checkpoint was loaded without Adam's moments")
+        if data.sha256 != ck.train.get("data_sha256"):
+            raise ValueError("the documents are not the ones the checkpoint was trained on")
+        if not 0 <= ck.step <= settings.num_steps:
+            raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
+        vocab = Vocab(tuple(ck.vocab))
+        if Vocab.from_docs(docs) != vocab:
+            raise ValueError("the documents' characters differ from the checkpoint's vocabulary")
+        if ck.losses is None:
+            raise ValueError("the checkpoint has no loss history ('train.losses')")
+        model = Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
+        return cls(model, vocab, settings, docs, data, ck.losses, ck.step)
+
+    @property
+    def losses(self) -> np.ndarray:
+        """The loss of each step done so far: float32 [step] (a view)."""
+        return self._losses[:self.step]
+
+    def _record(self, first: int, losses: np.ndarray) -> None:
+        end = first + len(losses)
+        if end > len(self._losses):
+            grown = np.zeros(min(self.settings.num_steps, max(end, 2 * len(self._losses), 1024)),
+                             np.float32)
+            grown[:len(self._losses)] = self._losses
+            self._losses = grown
+        self._losses[first:end] = losses
+
+    @property
+    def num_steps(self) -> int:
+        return self.settings.num_steps
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.settings.num_steps
+
+    def _call(self, first: int, k: int) -> tuple[np.ndarray, int]:
+        """Steps first+1 .. first+k in one device call: (losses [k], valid positions)."""
+        s = self.settings
+        idx = batch_indices(first, k, s.batch_size, len(self.order))
+        n_pos = self.n_pos[idx]
+        losses = self.model.train(self.tokens[idx], n_pos, s.num_steps, s.lr, s.beta1,
+                                  s.beta2, s.eps)
+        return losses, int(n_pos.sum())
+
+    def _state_finite(self) -> bool:
+        m, v = self.model.adam()
+        return _finite(self.model.params()) and _finite(m) and _finite(v)
+
+    def _diverged(self, before, first: int, k: int) -> Diverged:
+        """Replay steps first+1..first+k one at a time from state ``before`` to find the
+        first bad one; leave the model at the state just before it."""
+        for j in range(k):
+            self.model.state = before
+            (loss,), _ = self._call(first + j, 1)
+            what = None
+            if not math.isfinite(float(loss)):
+                what = f"the loss is {float(loss)}"
+            elif not self._state_finite():
+                what = "a gradient or parameter became infinite or NaN"
+            if what is not None:
+                self.model.state = before
+                self.step = first + j
+                return Diverged(first + j + 1, self.settings.num_steps, what)
+            self._record(first + j, np.array([loss], np.float32))
+            before = self.model.state
+        # Not reproduced one step at a time (only possible on a non-deterministic
+        # backend): name the call's range.
+        self.model.state = before
+        self.step = first + k
+        return Diverged(first + 1, self.settings.num_steps,
+                        f"the loss or state became NaN or infinite within steps "
+                        f"{first + 1}..{first + k}")
+
+    def run(self, until: int | None = None, progress: Progress | None = None,
+            report_every: int = 100, should_stop: Callable[[], bool] | None = None) -> None:
+        """Train up to step ``until`` (default: the end), settings.steps_per_call steps a call.
+
+        After each call the losses and the whole state (parameters, Adam's
+        moments) are checked; on a NaN or infinity the run is put back to the
+        last good step and Diverged is raised. ``should_stop()`` is asked after
+        each call: when true, run returns early (the call's steps are done).
+        ``progress`` is called after the call that crosses each multiple of
+        report_every steps, and after step ``until``.
+        """
+        until = self.settings.num_steps if until is None else min(until, self.settings.num_steps)
+        K = self.settings.steps_per_call
+        last_t, last_step, last_pos = time.perf_counter(), self.step, self.positions
+        while self.step < until:
+            k = min(K, until - self.step)
+            before, first = self.model.state, self.step
+            t0 = time.perf_counter()
+            losses, positions = self._call(first, k)
+            if not (np.isfinite(losses).all() and self._state_finite()):
+                raise self._diverged(before, first, k)
+            self.seconds += time.perf_counter() - t0
+            self._record(first, losses)
+            self.step += k
+            self.positions += positions
+            if progress is not None and (self.step // report_every > first // report_every
+                                         or self.step == until):
+                now = time.perf_counter()
+                rate = (self.positions - last_pos) / max(now - last_t, 1e-9)
+                progress(self.step, self.settings.num_steps,
+                         float(np.mean(self._losses[last_step:self.step])), rate)
+                last_t, last_step, last_pos = now, self.step, self.positions
+            if should_stop is not None and should_stop():
+                break
+        self.model.rt.sync()
+
+    def checkpoint(self) -> Checkpoint:
+        """Everything needed to continue the run, ready for checkpoint.save.
+
+        Its state is finite: ``run`` never leaves a NaN or infinity behind.
+        """
+        m, v = self.model.adam()
+        s, d = self.settings, self.data
+        train = {"num_steps": s.num_steps, "lr": float(s.lr), "beta1": float(s.beta1),
+                 "beta2": float(s.beta2), "eps": float(s.eps), "seed": s.seed,
+                 "batch_size": s.batch_size, "data": d.description, "data_path": d.path,
+                 "data_sha256": d.sha256, "n_docs": d.n_docs, "encoding": d.encoding,
+                 "cursor": self.step * s.batch_size}
+        return Checkpoint(self.model.config, list(self.vocab.chars), self.model.params(), m, v,
+                          self.step, train, self.losses.copy())
+
+
 @dataclass
 class TrainResult:
     """A finished run: the model on the device and what happened.
@@ -70,69 +277,41 @@ class TrainResult:
     n_cut: int
     tokens: int
     seconds: float
+    training: Training | None = None
 
     def mean_loss(self, last: int = 100) -> float:
         """Mean loss of the last min(last, num_steps) steps."""
         return float(np.mean(self.losses[-last:]))
 
     def checkpoint(self, data: str = "") -> Checkpoint:
-        """The model, Adam's moments and the settings, ready for checkpoint.save."""
-        m, v = self.model.adam()
-        s = self.settings
-        return Checkpoint(self.model.config, list(self.vocab.chars), self.model.params(), m, v,
-                          self.model.step(),
-                          {"num_steps": s.num_steps, "lr": float(s.lr), "beta1": float(s.beta1),
-                           "beta2": float(s.beta2), "eps": float(s.eps), "seed": s.seed,
-                           "batch_size": s.batch_size, "data": data})
-
-
-# progress(step, num_steps, mean loss since the last report, tokens per second since then)
-Progress = Callable[[int, int, float, float], None]
+        """The model, Adam's moments, the settings and the losses, ready for checkpoint.save."""
+        ck = self.training.checkpoint()
+        if data:
+            ck.train["data"] = data
+        return ck
 
 
 def train(rt: Runtime, docs: list[str], settings: TrainSettings = TrainSettings(), *,
           n_embd: int = 16, n_head: int = 4, n_layer: int = 1, block_size: int = 16,
           mlp_width: int | None = None, progress: Progress | None = None,
           report_every: int = 100) -> TrainResult:
-    """Train a fresh model (Model.init under settings.seed) on docs.
+    """Train a fresh model (Model.init under settings.seed) on docs, all steps.
 
     The vocabulary comes from docs (data.Vocab); documents are shuffled as
-    microgpt does (data.shuffled) and encoded by Vocab.encode. ``progress`` is
-    called after the device call that crosses each multiple of report_every
-    steps, and after the last step. Raises ValueError (naming the option) for
-    bad settings or sizes, and the runtime's errors.
+    microgpt does (data.shuffled) and encoded by Vocab.encode. ``progress`` as
+    in ``Training.run``. Raises ValueError (naming the option) for bad settings
+    or sizes, Diverged on a NaN or infinity, and the runtime's errors.
     """
     settings.validate()
     if not docs:
         raise ValueError("no documents to train on")
-    vocab = Vocab.from_docs(docs)
-    config = GPTConfig(vocab.size, n_embd, n_head, n_layer, block_size, mlp_width)
-    config.validate()
-    order = shuffled(docs, settings.seed)
-    tokens, n_pos, n_cut = vocab.encode(order, block_size)
-    model = Model.init(rt, config, settings.seed)
-    S, B, K = settings.num_steps, settings.batch_size, settings.steps_per_call
-    losses = np.empty(S, np.float32)
-    start = last_t = time.perf_counter()
-    total = last_tok = 0
-    last_step = 0
-    done = 0
-    while done < S:
-        k = min(K, S - done)
-        idx = batch_indices(done, k, B, len(order))
-        batch_n = n_pos[idx]
-        losses[done:done + k] = model.train(tokens[idx], batch_n, S, settings.lr,
-                                            settings.beta1, settings.beta2, settings.eps)
-        done += k
-        total += int(batch_n.sum())
-        if progress is not None and (done // report_every > last_step // report_every or done == S):
-            now = time.perf_counter()
-            rate = (total - last_tok) / max(now - last_t, 1e-9)
-            progress(done, S, float(np.mean(losses[last_step:done])), rate)
-            last_t, last_tok, last_step = now, total, done
-    rt.sync()
-    return TrainResult(model, vocab, settings, losses, len(docs), n_cut, total,
-                       time.perf_counter() - start)
+    config = GPTConfig(Vocab.from_docs(docs).size, n_embd, n_head, n_layer, block_size,
+                       mlp_width)
+    start = time.perf_counter()
+    t = Training.start(rt, docs, settings, config)
+    t.run(progress=progress, report_every=report_every)
+    return TrainResult(t.model, t.vocab, settings, t.losses, len(docs), t.n_cut, t.positions,
+                       time.perf_counter() - start, t)
 
 
 def generate_names(model: Model, vocab: Vocab, n: int, temperature: float, seed: int,

@@ -1,0 +1,132 @@
+"""The rules of ``train --resume``: what a checkpoint fixes, and the data it must see again.
+
+A resumed run is the checkpoint's run: its model sizes, total steps (and so its
+learning-rate schedule), lr, seed (initial weights and data order) and batch
+size are fixed. An option given on the command line must agree with the
+checkpoint; left out, it takes the checkpoint's value. Only how the run is
+executed may change: --steps-per-call, --backend, --device, --save-every, --out.
+The data must be the same documents (checked by their SHA-256), by default
+read again from the file the checkpoint names.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .checkpoint import Checkpoint
+from .data import DataInfo
+from .model import unstack
+from .trainer import TrainSettings
+
+# Metadata a checkpoint needs to be resumed (all written by `train`).
+REQUIRED = ("num_steps", "lr", "beta1", "beta2", "eps", "seed", "batch_size", "data_path",
+            "data_sha256", "n_docs", "encoding", "cursor")
+# CLI option (click's parameter name) -> where the checkpoint keeps its value.
+_FIXED_SETTINGS = {"steps": "num_steps", "batch_size": "batch_size", "lr": "lr", "seed": "seed"}
+_FIXED_SIZES = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width")
+
+
+class ResumeError(ValueError):
+    """A checkpoint cannot be resumed as asked; one line naming the file or option."""
+
+
+class ResumeConflict(ResumeError):
+    """An option given with --resume disagrees with the checkpoint."""
+
+
+def _opt(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_resumable(ck: Checkpoint, where: str) -> None:
+    """Raise ResumeError unless ck holds everything needed to continue its run.
+
+    where: how to name the file in messages, e.g. ``checkpoint 'm.safetensors'``.
+    """
+    for key in REQUIRED:
+        if key not in ck.train:
+            raise ResumeError(f"{where} cannot be resumed: it lacks the {key!r} metadata "
+                              "(only checkpoints written by `microgpt-fut train` can)")
+    if ck.m is None or ck.v is None:
+        raise ResumeError(f"{where} cannot be resumed: it has no Adam moments")
+    if ck.losses is None:
+        raise ResumeError(f"{where} cannot be resumed: it has no loss history 'train.losses'")
+    for prefix, group in (("", ck.params), ("adam.m.", ck.m), ("adam.v.", ck.v)):
+        for name, arr in unstack(group, prefix).items():
+            if not np.isfinite(arr).all():
+                raise ResumeError(f"{where} cannot be resumed: tensor {name!r} holds "
+                                  "NaN or infinite values (is the file damaged?)")
+    total, batch = ck.train["num_steps"], ck.train["batch_size"]
+    if not 0 <= ck.step <= total or total < 1 or batch < 1:
+        raise ResumeError(f"{where} is inconsistent: step {ck.step} of {total} steps")
+    if ck.train["cursor"] != ck.step * batch:
+        raise ResumeError(f"{where} is inconsistent: data cursor {ck.train['cursor']} is not "
+                          f"step {ck.step} x batch size {batch}")
+
+
+def settings_for(ck: Checkpoint, given: dict, steps_per_call: int, where: str) -> TrainSettings:
+    """The checkpoint's TrainSettings with the given steps_per_call.
+
+    given: the options the user gave explicitly, by click parameter name (steps,
+    batch_size, lr, seed, n_embd, n_head, n_layer, block_size, mlp_width; others
+    are ignored). Raises ResumeConflict naming the option when one differs from
+    the checkpoint (a --block-size beyond the checkpoint's positional table
+    says so), ResumeError when ck cannot be resumed at all.
+    """
+    check_resumable(ck, where)
+    t = ck.train
+    steps = given.get("steps")
+    if steps is not None and steps != t["num_steps"]:
+        raise ResumeConflict(
+            f"--steps {steps} does not match {where}: its run has {t['num_steps']} steps in "
+            f"total (the learning rate decays to 0 at step {t['num_steps']}); leave --steps "
+            "out to finish that run")
+    for name, key in _FIXED_SETTINGS.items():
+        if name in given and given[name] != t[key]:
+            raise ResumeConflict(f"{_opt(name)} {given[name]} conflicts with {where}, whose run "
+                                 f"has {_opt(name)} {t[key]}; leave it out when resuming")
+    block = given.get("block_size")
+    if block is not None and block > ck.config.block_size:
+        raise ResumeConflict(f"--block-size {block} is larger than the positional table of "
+                             f"{where} (wpe has {ck.config.block_size} positions)")
+    for name in _FIXED_SIZES:
+        have = getattr(ck.config, name)
+        if given.get(name) is not None and given[name] != have:
+            raise ResumeConflict(f"{_opt(name)} {given[name]} conflicts with {where}, which has "
+                                 f"{_opt(name)} {have}; a resumed run keeps the checkpoint's "
+                                 "model sizes")
+    return TrainSettings(num_steps=t["num_steps"], batch_size=t["batch_size"], lr=t["lr"],
+                         beta1=t["beta1"], beta2=t["beta2"], eps=t["eps"], seed=t["seed"],
+                         steps_per_call=steps_per_call)
+
+
+def data_source(ck: Checkpoint, data: Path | None, encoding: str | None,
+                where: str) -> tuple[Path | None, str]:
+    """(data file or None for the built-in dataset, encoding) to resume ck on.
+
+    data/encoding: the --data/--encoding the user gave, or None to use the
+    checkpoint's. Raises ResumeError when the checkpoint's data file is gone.
+    """
+    enc = encoding if encoding is not None else ck.train["encoding"]
+    if data is not None:
+        return data, enc
+    stored = ck.train["data_path"]
+    if not stored:
+        return None, enc
+    if not Path(stored).is_file():
+        raise ResumeError(f"{where} was trained on data file {stored!r}, which is not there "
+                          "any more; pass --data FILE with the same documents")
+    return Path(stored), enc
+
+
+def check_data(ck: Checkpoint, info: DataInfo, where: str) -> None:
+    """Raise ResumeError unless info describes the documents ck was trained on."""
+    t = ck.train
+    if info.sha256 == t["data_sha256"]:
+        return
+    source = repr(info.path) if info.path else "the built-in dataset"
+    theirs = repr(t["data_path"]) if t["data_path"] else "the built-in dataset"
+    raise ResumeError(f"refusing to resume {where} on other data: {source} has {info.n_docs} "
+                      f"documents that differ from the {t['n_docs']} it was trained on "
+                      f"(from {theirs}; SHA-256 {t['data_sha256'][:12]}...)")
