@@ -108,18 +108,36 @@ else
 fi
 BACKENDS=${BACKENDS:-$default_backends}
 src_hash=$(cat futhark/*.fut | sha256sum | cut -c1-16)
+compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log in build/NAME/build.log
+  local b=$1 out=$BUILD/$1 t0
+  t0=$(date +%s)
+  mkdir -p "$out"
+  rm -f "$out/.src_hash"
+  {
+    "$FUT" "$b" --library -o "$out/microgpt_$b" futhark/microgpt.fut &&
+    # -g0: no debug info, which halves gcc's time on the large generated C
+    (cd "$out" && CFLAGS="${CFLAGS:-} -g0" "$VENV/bin/build_futhark_ffi" "microgpt_$b")
+  } > "$out/build.log" 2>&1 || return 1
+  echo "$src_hash" > "$out/.src_hash"
+  say "backend $b compiled in $(( $(date +%s) - t0 )) s"
+}
+pids=() names=()
 for b in $BACKENDS; do
   out=$BUILD/$b
   if [ -f "$out/.src_hash" ] && [ "$(cat "$out/.src_hash")" = "$src_hash" ] && ls "$out"/_microgpt_"$b"*.so >/dev/null 2>&1; then
     say "backend $b up to date"
     continue
   fi
-  say "compiling backend $b (futhark $b --library; opencl takes a few minutes)"
-  mkdir -p "$out"
-  t0=$(date +%s)
-  "$FUT" "$b" --library -o "$out/microgpt_$b" futhark/microgpt.fut
-  (cd "$out" && "$VENV/bin/build_futhark_ffi" "microgpt_$b" >/dev/null)
-  echo "$src_hash" > "$out/.src_hash"
-  say "backend $b compiled in $(( $(date +%s) - t0 )) s"
+  say "compiling backend $b in the background (futhark $b --library; opencl takes several minutes)"
+  compile_backend "$b" & pids+=($!) names+=("$b")
 done
+failed=""
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || failed="$failed ${names[$i]}"
+done
+for b in $failed; do
+  printf 'build.sh: compiling backend %s failed; the end of %s:\n' "$b" "$BUILD/$b/build.log" >&2
+  tail -n 20 "$BUILD/$b/build.log" >&2
+done
+[ -z "$failed" ] || die "backends that failed to compile:$failed"
 say "done. Try: $VENV/bin/microgpt-fut train --backend c"
