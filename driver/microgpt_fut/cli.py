@@ -41,7 +41,9 @@ def _one_line_usage(e: click.UsageError) -> click.ClickException:
     return out
 
 
-class _Command(click.Command):
+class _OneLineUsage:
+    """Mixin: usage errors while parsing arguments become one-line errors."""
+
     def make_context(self, info_name, args, parent=None, **extra):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
@@ -51,16 +53,12 @@ class _Command(click.Command):
             raise _one_line_usage(e) from None
 
 
-class _Group(click.Group):
+class _Command(_OneLineUsage, click.Command):
+    pass
+
+
+class _Group(_OneLineUsage, click.Group):
     command_class = _Command
-
-    def make_context(self, info_name, args, parent=None, **extra):
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except click.UsageError as e:
-            if _NO_ARGS_HELP and isinstance(e, _NO_ARGS_HELP):
-                raise
-            raise _one_line_usage(e) from None
 
     def invoke(self, ctx):
         try:
