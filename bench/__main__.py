@@ -1,0 +1,167 @@
+"""``python -m bench``: run the scaling sweep and microgpt's default job, write
+bench/results/{sweep,default_job}.csv and the PNG plots, print a table and the
+issue's targets. ``--help`` lists the options."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+from . import RESULTS_DIR
+from .configs import CONFIGS, select
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (see --help)."""
+    from .sweep import Settings
+
+    d = Settings()
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="configurations A-C only (~3 min)")
+    p.add_argument("--configs", help=f"comma-separated, from {','.join(CONFIGS)} (default: all)")
+    p.add_argument("--backends", help="comma-separated: our built backends and/or torch "
+                                      "(default: all built ones and torch)")
+    p.add_argument("--steps-per-call", type=int, default=d.steps_per_call,
+                   help="K: training steps fused into one Model.train call (default %(default)s)")
+    p.add_argument("--min-time", type=float, default=d.min_time,
+                   help="seconds each rate is timed over, at least (default %(default)s)")
+    p.add_argument("--train-budget", type=float, default=d.train_budget_s,
+                   help="seconds the timed training calls may take, counted after the "
+                        "warm-up (default %(default)s)")
+    p.add_argument("--sample-budget", type=float, default=d.sample_budget_s,
+                   help="the same for sampling (default %(default)s)")
+    p.add_argument("--warmup-budget", type=float, default=d.warmup_budget_s,
+                   help="seconds the warm-up call may take (pocl compiles kernels in it; "
+                        "default %(default)s)")
+    p.add_argument("--kill-slack", type=float, default=d.kill_slack_s,
+                   help="seconds past its budget before a worker is killed (default %(default)s)")
+    p.add_argument("--threads", type=int, default=d.threads,
+                   help="torch.set_num_threads (default: nproc = %(default)s)")
+    p.add_argument("--omp-wait-policy", default=d.omp_wait_policy,
+                   help="OMP_WAIT_POLICY for the torch workers (default %(default)s; '' leaves "
+                        "the environment's)")
+    p.add_argument("--no-default-job", action="store_true", help="skip microgpt's default job")
+    p.add_argument("--no-sweep", action="store_true", help="only microgpt's default job")
+    p.add_argument("--no-skip", action="store_true",
+                   help="measure every cell, even where a cheaper one timed out on the backend")
+    p.add_argument("--fresh", action="store_true",
+                   help="replace the CSV files instead of merging with earlier rows")
+    p.add_argument("--results", type=Path, default=RESULTS_DIR, help="output folder")
+    p.add_argument("--build-log", type=Path, help="build.sh output to read compile times from")
+    p.add_argument("--report", action="store_true",
+                   help="measure nothing: redraw plots, README table and targets from the CSVs")
+    return p.parse_args(argv)
+
+
+def backends_to_run(spec: str | None) -> list[str]:
+    """Backends named by --backends (checked), or every built one plus torch."""
+    from microgpt_fut.runtime import BACKENDS, built_backends
+
+    built = built_backends()
+    if not spec:
+        return built + ["torch"]
+    names = [b.strip() for b in spec.split(",") if b.strip()]
+    for b in names:
+        if b != "torch" and b not in BACKENDS:
+            raise SystemExit(f"unknown backend {b!r}: choose from {', '.join(BACKENDS)}, torch")
+        if b != "torch" and b not in built:
+            raise SystemExit(f"backend {b!r} is not built (built: {', '.join(built) or 'none'})")
+        if b == "torch" and importlib.util.find_spec("torch") is None:
+            raise SystemExit("torch is not installed: .venv/bin/pip install -e '.[bench]'")
+    return names
+
+
+def finish(results: Path, sweep_rows: list[dict], job_rows: list[dict],
+           measured: set | None = None, measured_jobs: set | None = None) -> None:
+    """Plots and README tables from all rows of the CSVs; the printed tables show the
+    rows measured now (``measured``: (config, backend) pairs; ``measured_jobs``:
+    backends; None: all), the targets are judged on all rows."""
+    from . import plots, report
+
+    for path in plots.write_all(sweep_rows, results):
+        print(f"wrote {path}")
+    readme = results.parent / "README.md"
+    if report.update_readme(readme, sweep_rows, job_rows):
+        print(f"updated the tables in {readme}")
+    if sweep_rows and measured != set():
+        print("\nSweep (x torch = ours / torch on the same configuration):")
+        print(report.text(report.sweep_table(sweep_rows, measured)))
+    if job_rows and measured_jobs != set():
+        print("\nmicrogpt's default job (1000 steps, B=1):")
+        print(report.text(report.default_job_table(job_rows, measured_jobs)))
+    earlier = (measured is not None and len(measured) < len(sweep_rows)) or (
+        measured_jobs is not None and len(measured_jobs) < len(job_rows))
+    print("\nTargets (issue 3)" + (", from all rows of the CSV files (some measured earlier; "
+                                   "see measured_at):" if earlier else ":"))
+    for line in report.targets(sweep_rows, job_rows):
+        print("  " + line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench``."""
+    from . import sweep
+
+    args = parse_args(argv)
+    results: Path = args.results
+    sweep_csv, job_csv = results / "sweep.csv", results / "default_job.csv"
+    if args.report:
+        finish(results, sweep.read_csv(sweep_csv), sweep.read_csv(job_csv))
+        return 0
+    try:
+        configs = select(args.configs, args.quick)
+    except ValueError as e:
+        raise SystemExit(str(e))
+    backends = backends_to_run(args.backends)
+    s = sweep.Settings(steps_per_call=args.steps_per_call, min_time=args.min_time,
+                       train_budget_s=args.train_budget, sample_budget_s=args.sample_budget,
+                       warmup_budget_s=args.warmup_budget, kill_slack_s=args.kill_slack,
+                       threads=args.threads,
+                       omp_wait_policy=args.omp_wait_policy)
+    load = sweep.background_load()
+    if load is not None and load > 0.2:
+        print(f"warning: other processes keep {load:.1f} CPUs busy: the numbers will be "
+              "noisy (torch with OMP_WAIT_POLICY=ACTIVE suffers most); column other_load "
+              "says how busy the machine was during each measurement", flush=True)
+    compile_s = sweep.compile_times(results, args.build_log)
+    t0 = time.perf_counter()
+    sweep_rows, job_rows = [], []
+    measured: set = set()
+    measured_jobs: set = set()
+    if not args.no_default_job:
+        for b in backends:
+            row = sweep.measure_default_job(b, s)
+            print(f"[{time.perf_counter() - t0:6.0f} s] default job {b:9s} training "
+                  f"{row['train_s']} s, loss {row.get('loss_last100', '')} {row['notes']}",
+                  flush=True)
+            job_rows.append(row)
+            measured_jobs.add(b)
+        job_rows = sweep.write_csv(job_csv, job_rows, sweep.DEFAULT_JOB_COLUMNS, ("backend",),
+                                   merge=not args.fresh)
+    if not args.no_sweep:
+        vocab = {k: sweep.vocab_size(k) for k in {c.data for c in configs}}
+        rule = sweep.SkipRule(enabled=not args.no_skip)
+        for cfg in configs:
+            for b in backends:
+                skip = rule.reasons(b, cfg, vocab[cfg.data])
+                row = sweep.measure_cell(b, cfg, s, compile_s, vocab[cfg.data], skip)
+                rule.record(b, cfg, vocab[cfg.data], row)
+                print(f"[{time.perf_counter() - t0:6.0f} s] {cfg.name} {b:9s} "
+                      f"train {row['train_tok_s']} tok/s, sample {row['sample_samples_s']}/s, "
+                      f"peak {row['peak_rss_mb']} MB {row['notes']}", flush=True)
+                sweep_rows.append(row)
+                measured.add((cfg.name, b))
+        sweep_rows = sweep.write_csv(sweep_csv, sweep_rows, sweep.SWEEP_COLUMNS,
+                                     ("config", "backend"), merge=not args.fresh)
+    else:
+        sweep_rows = sweep.read_csv(sweep_csv)
+    if args.no_default_job:
+        job_rows = sweep.read_csv(job_csv)
+    print(f"\nmeasured in {time.perf_counter() - t0:.0f} s; CSV files in {results}")
+    finish(results, sweep_rows, job_rows, measured, measured_jobs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The benchmark harness (bench/): workers, time limits, CSV, tables, targets, plots.
+
+Runs on the c backend with tiny budgets; needs neither torch nor matplotlib
+(the plot test is skipped without matplotlib).
+"""
+from __future__ import annotations
+
+import csv
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT, SHARED_DATA
+
+if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of the repository, not installed
+    sys.path.insert(0, str(REPO_ROOT))
+from bench import report, sweep  # noqa: E402
+from bench.configs import CONFIGS, BenchConfig, select  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not (SHARED_DATA / "names.txt").exists(),
+                                reason=f"{SHARED_DATA / 'names.txt'} not found")
+FAST = sweep.Settings(min_time=0.05, train_budget_s=2.0, sample_budget_s=2.0, kill_slack_s=5.0)
+
+
+@pytest.fixture(scope="module")
+def need_c(built):
+    if "c" not in built:
+        pytest.skip("backend c not built")
+
+
+def test_cell_on_c_has_rates_and_memory(need_c):
+    """Config A on c: positive rates, peak RSS >= idle RSS > 0, no notes."""
+    row = sweep.measure_cell("c", CONFIGS["A"], FAST, {"c": 12.0}, sweep.vocab_size("names"))
+    assert row["train_tok_s"] > 0 and row["sample_samples_s"] > 0, row["notes"]
+    assert row["peak_rss_mb"] >= row["idle_rss_mb"] > 0
+    assert row["compile_s"] == 12.0 and row["n_params"] == 4192 and row["data"] == "names"
+    assert 0 < row["sample_len"] <= 16
+
+
+def test_slow_call_is_killed_and_recorded(need_c):
+    """A warm-up call far beyond its limit: the worker is killed, the cell says timeout."""
+    heavy = BenchConfig("H", 256, 8, 4, 128, 64, 64)
+    s = sweep.Settings(min_time=0.05, warmup_budget_s=0.0, kill_slack_s=0.5)
+    row = sweep.measure_cell("c", heavy, s, {}, sweep.vocab_size("shakespeare"),
+                             skip={"sample": "skipped: not needed here"})
+    assert row["train_tok_s"] == "timeout"
+    assert "killed" in row["notes"] and "warm-up" in row["notes"]
+    assert row["sample_samples_s"] == "skipped"
+
+
+def test_bad_config_is_an_error(need_c):
+    """n_embd not divisible by n_head: both phases report the error."""
+    bad = BenchConfig("X", 10, 4, 1, 16, 1, 4)
+    row = sweep.measure_cell("c", bad, FAST, {}, sweep.vocab_size("names"))
+    assert row["train_tok_s"] == "error" and row["sample_samples_s"] == "error"
+    assert "not divisible" in row["notes"]
+
+
+def test_default_job_on_c(need_c):
+    """microgpt's 1000-step job: a time, and microgpt's loss range."""
+    row = sweep.measure_default_job("c", FAST)
+    assert row["train_s"] > 0, row["notes"]
+    assert 1.5 < row["loss_last100"] < 3.0
+    assert row["total_s"] >= row["job_s"] >= row["train_s"]
+
+
+def test_skip_rule():
+    """After a timeout, configurations that are more work are skipped, cheaper ones not."""
+    rule, v = sweep.SkipRule(), 66
+    rule.record("c", CONFIGS["D"], v, {"train_tok_s": "timeout", "sample_samples_s": 9.0})
+    assert "train" in rule.reasons("c", CONFIGS["E"], v)
+    assert "sample" not in rule.reasons("c", CONFIGS["E"], v)
+    assert rule.reasons("c", CONFIGS["C"], v) == {} and rule.reasons("torch", CONFIGS["F"], v) == {}
+    assert sweep.SkipRule(enabled=False).reasons("c", CONFIGS["F"], v) == {}
+
+
+def test_select_configs():
+    assert [c.name for c in select(None, quick=True)] == ["A", "B", "C"]
+    assert [c.name for c in select("b, a")] == ["B", "A"]
+    assert CONFIGS["C"].data == "shakespeare" and CONFIGS["B"].data == "names"
+    with pytest.raises(ValueError, match="Z"):
+        select("A,Z")
+
+
+def test_compile_times_from_csv_and_log(tmp_path):
+    (tmp_path / "compile_times.csv").write_text("backend,compile_s\nc,40\nopencl,x\n")
+    log = tmp_path / "build.log"
+    log.write_text("==> backend multicore compiled in 55 s\n==> backend c compiled in 41 s\n")
+    assert sweep.compile_times(tmp_path) == {"c": 40.0}
+    assert sweep.compile_times(tmp_path, log) == {"c": 41.0, "multicore": 55.0}
+    assert sweep.compile_times(tmp_path / "missing") == {}
+
+
+def rows():
+    base = {"n_embd": 16, "n_layer": 1, "block_size": 16, "batch": 32, "n_params": 4192,
+            "data": "names", "compile_s": "", "notes": ""}
+    return [{**base, "config": "B", "backend": "c", "train_tok_s": 30000,
+             "sample_samples_s": 5000, "peak_rss_mb": 45, "idle_rss_mb": 37},
+            {**base, "config": "B", "backend": "torch", "train_tok_s": 10000,
+             "sample_samples_s": 1000, "peak_rss_mb": 344, "idle_rss_mb": 250},
+            {**base, "config": "C", "backend": "c", "train_tok_s": "timeout",
+             "sample_samples_s": 100, "peak_rss_mb": "", "idle_rss_mb": 37},
+            {**base, "config": "C", "backend": "torch", "train_tok_s": 30000,
+             "sample_samples_s": 2000, "peak_rss_mb": 360, "idle_rss_mb": 250}]
+
+
+def test_write_csv_merges_by_key(tmp_path):
+    path = tmp_path / "s.csv"
+    sweep.write_csv(path, rows(), sweep.SWEEP_COLUMNS, ("config", "backend"))
+    new = {**rows()[0], "train_tok_s": 1}
+    out = sweep.write_csv(path, [new], sweep.SWEEP_COLUMNS, ("config", "backend"))
+    assert len(out) == 4
+    with path.open() as f:
+        back = list(csv.DictReader(f))
+    assert [(r["config"], r["backend"]) for r in back] == [("B", "c"), ("B", "torch"),
+                                                             ("C", "c"), ("C", "torch")]
+    assert back[0]["train_tok_s"] == "1"
+    assert len(sweep.write_csv(path, [new], sweep.SWEEP_COLUMNS, ("config", "backend"),
+                               merge=False)) == 1
+
+
+def test_tables_and_targets(tmp_path):
+    r = rows()
+    md = report.markdown(report.sweep_table(r))
+    assert md.splitlines()[0].startswith("| config | backend |")
+    assert "| 3.00x |" in md and "timeout" in md
+    job = [{"backend": "c", "train_s": 0.04, "loss_last100": 2.30, "job_s": 0.1},
+           {"backend": "torch", "train_s": 2.0, "loss_last100": 2.32}]
+    lines = report.targets(r, job)
+    assert lines[0].startswith("default job") and lines[0].endswith("met")
+    assert any(line.startswith("tokens/s vs torch at B >= 3x: met") for line in lines)
+    assert any(line.startswith("tokens/s vs torch at C >= 1x: missed") for line in lines)
+    assert any(line.startswith("peak RSS <= 1.5x torch at B: met") for line in lines)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.README_START}\nold\n{report.README_END}\nend\n")
+    assert report.update_readme(readme, r, job)
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("end\n") and "old" not in text
+    assert "| B | c |" in text
+    assert not report.update_readme(tmp_path / "none.md", r, job)
+
+
+def test_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    from bench import plots
+
+    paths = plots.write_all(rows(), tmp_path)
+    assert [p.name for p in paths] == ["tokens_per_s.png", "ratio_vs_torch.png"]
+    assert all(p.stat().st_size > 10_000 for p in paths)

@@ -1,0 +1,102 @@
+"""The benchmark's PyTorch baseline (bench/torch_ref.py) computes what our kernels compute.
+
+Same weights in both, then: the loss (to 1e-4), its gradient, a few Adam steps
+with the learning-rate decay, the KV-cache logits and greedy sampling. Skipped
+when torch is not installed (it is the ``bench`` extra, not a test dependency).
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT, SHARED_DATA, get_runtime, make_tiny_case
+from microgpt_fut.model import PARAM_NAMES, GPTConfig, Model
+
+torch = pytest.importorskip("torch")
+if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of the repository, not installed
+    sys.path.insert(0, str(REPO_ROOT))
+from bench import torch_ref as TR  # noqa: E402
+
+
+def names_case(batch: int = 8, seed: int = 3):
+    """microgpt's sizes, N(0, 0.08) weights, a batch of real names (padded rows)."""
+    from microgpt_fut.data import Vocab, read_docs
+
+    path = SHARED_DATA / "names.txt"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    docs = read_docs(path)[:batch]
+    vocab = Vocab.from_docs(read_docs(path))
+    tokens, n_pos, _ = vocab.encode(docs, 16)
+    cfg = GPTConfig(vocab.size, 16, 4, 1, 16)
+    return cfg, TR.init_params(cfg, seed), tokens, n_pos
+
+
+def test_loss_matches_futhark(rt):
+    """Loss on given weights: real names (config A) and the tiny random case, to 1e-4."""
+    cfg, params, tokens, n_pos = names_case()
+    tiny = make_tiny_case(0)
+    for cfg, params, tokens, n_pos in ((cfg, params, tokens, n_pos),
+                                       (tiny.config, tiny.params, tiny.tokens, tiny.n_pos)):
+        ours = Model.from_arrays(rt, cfg, params).loss(tokens, n_pos)
+        with torch.no_grad():
+            theirs = float(TR.TorchGPT(cfg, params).loss(tokens, n_pos))
+        assert abs(ours - theirs) <= 1e-4, (ours, theirs)
+
+
+def test_gradient_matches_futhark():
+    """Autograd's gradient equals our vjp2 gradient (relative error 1e-4 per tensor)."""
+    tiny = make_tiny_case(1)
+    model = Model.from_arrays(get_runtime("c"), tiny.config, tiny.params)
+    _, grads = model.loss_grad(tiny.tokens, tiny.n_pos)
+    tm = TR.TorchGPT(tiny.config, tiny.params)
+    tm.loss(tiny.tokens, tiny.n_pos).backward()
+    for name in PARAM_NAMES:
+        g = getattr(tm, name).grad.numpy()
+        err = np.linalg.norm(g - grads[name]) / max(np.linalg.norm(grads[name]), 1e-12)
+        assert err <= 1e-4, (name, err)
+
+
+def test_adam_steps_match_futhark():
+    """Five Adam steps (lr decaying to 0 at step 5): same losses and weights to 1e-4."""
+    cfg, params, tokens, n_pos = names_case(batch=20)
+    tokens, n_pos = tokens.reshape(5, 4, -1), n_pos.reshape(5, 4)
+    model = Model.from_arrays(get_runtime("c"), cfg, params)
+    ours = model.train(tokens, n_pos, 5)
+    tm = TR.TorchGPT(cfg, params)
+    theirs = TR.TorchTrainer(tm, 5).train(tokens, n_pos)
+    np.testing.assert_allclose(theirs, ours, atol=1e-4)
+    after = model.params()
+    for name, arr in tm.params_numpy().items():
+        np.testing.assert_allclose(arr, after[name], atol=1e-4, err_msg=name)
+
+
+def test_kv_cache_and_greedy_sampling_match():
+    """The sampler's KV-cache logits equal the training forward's and ours; greedy
+    samples (temperature 0) equal ours token for token."""
+    cfg = GPTConfig(vocab_size=9, n_embd=16, n_head=4, n_layer=2, block_size=8)
+    params = TR.init_params(cfg, 5, std=0.3)
+    model = Model.from_arrays(get_runtime("c"), cfg, params)
+    tm = TR.TorchGPT(cfg, params)
+    seq = np.array([8, 1, 2, 3, 4, 5, 6, 7], np.int64)
+    cached = TR.logits_cached(tm, seq)
+    with torch.no_grad():
+        full = tm(torch.from_numpy(seq)[None])[0].numpy()
+    np.testing.assert_allclose(cached, full, atol=1e-5)
+    np.testing.assert_allclose(cached, model.logits_cached(seq), atol=1e-4)
+    greedy = TR.generate(tm, 3, 0.0, seed=0)
+    assert greedy.shape == (3, cfg.block_size)
+    np.testing.assert_array_equal(greedy, model.generate(0, 3, 0.0))
+
+
+def test_sampling_rows_end_with_bos():
+    """Temperature sampling: rows of vocabulary tokens, BOS from a sample's end on."""
+    cfg = GPTConfig(vocab_size=6, n_embd=8, n_head=2, n_layer=1, block_size=10)
+    out = TR.generate(TR.TorchGPT(cfg, TR.init_params(cfg, 0, std=0.5)), 50, 0.5, seed=1)
+    assert out.shape == (50, 10) and out.min() >= 0 and out.max() <= 5
+    for row in out:
+        ends = np.flatnonzero(row == 5)
+        if len(ends):
+            assert (row[ends[0]:] == 5).all()
