@@ -107,7 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     results: Path = args.results
     sweep_csv, job_csv = results / "sweep.csv", results / "default_job.csv"
     if args.report:
-        finish(results, sweep.read_csv(sweep_csv), sweep.read_csv(job_csv))
+        # compile times may be recorded after the sweep ran (compile_times.csv, --build-log)
+        compile_s = sweep.compile_times(results, args.build_log)
+        rows = sweep.read_csv(sweep_csv)
+        for r in rows:
+            if r.get("backend") in compile_s:
+                r["compile_s"] = str(compile_s[r["backend"]])
+        finish(results, rows, sweep.read_csv(job_csv))
         return 0
     try:
         configs = select(args.configs, args.quick)
