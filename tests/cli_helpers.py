@@ -44,3 +44,14 @@ def assert_one_line_error(result, *fragments: str) -> str:
     for f in fragments:
         assert f in lines[0], (f, lines[0])
     return lines[0]
+
+
+def broken_checkpoints(folder: Path, good: Path) -> list[tuple[Path, str]]:
+    """Checkpoint files that must be refused, each with a fragment of the expected error:
+    a missing file, a text file, and ``good`` with its last 100 bytes cut off."""
+    text = folder / "names.safetensors"
+    text.write_text("emma\nolivia\n" * 20)
+    cut = folder / "cut.safetensors"
+    cut.write_bytes(good.read_bytes()[:-100])
+    return [(folder / "none.safetensors", "does not exist"), (text, "not a safetensors file"),
+            (cut, "truncated")]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli_helpers import NAMES_TXT, assert_one_line_error, names_lines, need_backend, small_data
+from cli_helpers import (NAMES_TXT, assert_one_line_error, broken_checkpoints, names_lines,
+                         need_backend, small_data)
 from microgpt_fut import checkpoint as ckpt
 from microgpt_fut.cli import main
 from microgpt_fut.data import Vocab, read_docs
@@ -130,14 +131,8 @@ def test_bad_temperature(trained, value):
 
 def test_sample_bad_checkpoints(tmp_path, trained):
     _, _, out, _ = trained
-    assert_one_line_error(run("sample", "--checkpoint", tmp_path / "none.safetensors"),
-                          "does not exist")
-    text = tmp_path / "names.safetensors"
-    text.write_text("emma\nolivia\n" * 20)
-    assert_one_line_error(run("sample", "--checkpoint", text), "not a safetensors file")
-    cut = tmp_path / "cut.safetensors"
-    cut.write_bytes(out.read_bytes()[:-100])
-    assert_one_line_error(run("sample", "--checkpoint", cut), "truncated")
+    for path, fragment in broken_checkpoints(tmp_path, out):
+        assert_one_line_error(run("sample", "--checkpoint", path), fragment)
     bad = tmp_path / "bad.safetensors"
     data = bytearray(out.read_bytes())
     data[8:12] = b"\x00\x01\x02\x03"  # corrupt the JSON header

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli_helpers import assert_one_line_error, need_backend, small_data
+from cli_helpers import assert_one_line_error, broken_checkpoints, need_backend, small_data
 from microgpt_fut import checkpoint as ckpt
 from microgpt_fut.cli import main
 from microgpt_fut.data import batch_indices, load_data
@@ -394,14 +394,8 @@ def test_resume_when_the_data_file_is_gone(saved, tmp_path):
 
 def test_resume_bad_checkpoints(saved, tmp_path):
     _, _, out = saved
-    assert_one_line_error(run("train", "--resume", tmp_path / "none.safetensors"),
-                          "does not exist")
-    text = tmp_path / "t.safetensors"
-    text.write_text("emma\n" * 30)
-    assert_one_line_error(run("train", "--resume", text), "not a safetensors file")
-    cut = tmp_path / "cut.safetensors"
-    cut.write_bytes(out.read_bytes()[:-50])
-    assert_one_line_error(run("train", "--resume", cut), "truncated")
+    for path, fragment in broken_checkpoints(tmp_path, out):
+        assert_one_line_error(run("train", "--resume", path), fragment)
     # a checkpoint without the resume metadata (e.g. made by other tools)
     from safetensors import safe_open
     from safetensors.numpy import load_file, save_file
