@@ -107,20 +107,17 @@ else
   say "cuda backend skipped: no CUDA toolkit with a driver library (libcuda) here"
 fi
 BACKENDS=${BACKENDS:-$default_backends}
+cpu_backend() {  # cpu_backend BACKEND: true for c/multicore, whose kernels are the generated C
+  case $1 in c|multicore) return 0 ;; *) return 1 ;; esac
+}
 kernel_cflags() {  # kernel_cflags BACKEND: C flags for futhark-ffi's build of the generated C
-  case $1 in
-    # c/multicore: the kernels are this C.  GPU backends: only host code, which
-    # -O1 compiles 6x faster than -O3 (their kernels are compiled by the driver).
-    c|multicore) echo "-O3 -g0 -fwrapv -DNDEBUG" ;;
-    *) echo "-O1 -g0 -fwrapv -DNDEBUG" ;;
-  esac
+  # GPU backends: only host code, which -O1 compiles 6x faster than -O3 (their
+  # kernels are compiled by the driver at run time).
+  if cpu_backend "$1"; then echo "-O3 -g0 -fwrapv -DNDEBUG"; else echo "-O1 -g0 -fwrapv -DNDEBUG"; fi
 }
 heads_by_slices() {  # heads_by_slices BACKEND: futhark/layout.fut's choice for it
-  case $1 in
-    # GPU backends: Futhark 0.25.32 stops with an internal error on the slices.
-    c|multicore) echo true ;;
-    *) echo false ;;
-  esac
+  # GPU backends: Futhark 0.25.32 stops with an internal error on the slices.
+  if cpu_backend "$1"; then echo true; else echo false; fi
 }
 build_hash() {  # build_hash BACKEND: changes when the sources or the C flags change
   { cat futhark/*.fut; kernel_cflags "$1"; heads_by_slices "$1"; echo "${CFLAGS:-}"; } | sha256sum | cut -c1-16

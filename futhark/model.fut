@@ -112,7 +112,7 @@ def attention_by_reshapes [C][T] (n_head: i64) (attn_wq: [C][C]f32) (attn_wk: [C
 
 -- | The same sums without reshaping activations: each head projects xn with its
 -- own rows of attn_wq/wk/wv, and attn_wo's output is the sum over heads of the
--- head's columns of attn_wo times its output (1.9x faster training on c, but
+-- head's columns of attn_wo times its output (1.8-3.2x faster training on c, but
 -- Futhark 0.25.32's GPU pipeline stops on it with an internal error).
 def attention_by_slices [C][T] (n_head: i64) (attn_wq: [C][C]f32) (attn_wk: [C][C]f32)
                         (attn_wv: [C][C]f32) (attn_wo: [C][C]f32) (xn: [T][C]f32) : [T][C]f32 =
