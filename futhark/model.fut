@@ -176,9 +176,16 @@ def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
       let q = map (`linear` p.attn_wq[li]) xn
       let keys = keys with [li, :, pos] = map (`linear` p.attn_wk[li]) xn
       let values = values with [li, :, pos] = map (`linear` p.attn_wv[li]) xn
+      -- head h reads its D columns of the cache: sliced on the CPU backends (no
+      -- integer division in the inner loops), reshaped on the GPU ones (layout.fut)
+      let D = C / n_head
       let attend (q_i: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32) : [C]f32 =
-        let heads = map3 (cached_attention pos) (unflatten (q_i :> [n_head * (C / n_head)]f32))
-                         (split_heads n_head ks) (split_heads n_head vs)
+        let heads = if heads_by_slices
+                    then tabulate n_head (\h -> cached_attention pos (q_i[h * D:(h + 1) * D] :> [D]f32)
+                                                                (ks[:, h * D:(h + 1) * D] :> [T][D]f32)
+                                                                (vs[:, h * D:(h + 1) * D] :> [T][D]f32))
+                    else map3 (cached_attention pos) (unflatten (q_i :> [n_head * (C / n_head)]f32))
+                              (split_heads n_head ks) (split_heads n_head vs) :> [n_head][D]f32
         in flatten heads :> [C]f32
       let x_attn = map3 attend q keys[li] values[li]
       let x = map2 (map2 (+)) (map (`linear` p.attn_wo[li]) x_attn) x_residual
