@@ -43,6 +43,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="OMP_WAIT_POLICY for the torch workers (default %(default)s; '' leaves "
                         "the environment's)")
     p.add_argument("--no-default-job", action="store_true", help="skip microgpt's default job")
+    p.add_argument("--job-repeats", type=int, default=d.job_repeats,
+                   help="runs of the default job per backend, median reported (default "
+                        "%(default)s)")
     p.add_argument("--no-sweep", action="store_true", help="only microgpt's default job")
     p.add_argument("--no-skip", action="store_true",
                    help="measure every cell, even where a cheaper one timed out on the backend")
@@ -120,10 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         raise SystemExit(str(e))
     backends = backends_to_run(args.backends)
+    if args.job_repeats < 1:
+        raise SystemExit(f"--job-repeats must be at least 1, not {args.job_repeats}")
     s = sweep.Settings(steps_per_call=args.steps_per_call, min_time=args.min_time,
                        train_budget_s=args.train_budget, sample_budget_s=args.sample_budget,
                        warmup_budget_s=args.warmup_budget, kill_slack_s=args.kill_slack,
-                       threads=args.threads,
+                       threads=args.threads, job_repeats=args.job_repeats,
                        omp_wait_policy=args.omp_wait_policy)
     load = sweep.background_load()
     if load is not None and load > 0.2:

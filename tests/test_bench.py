@@ -6,6 +6,7 @@ Runs on the c backend with tiny budgets; needs neither torch nor matplotlib
 from __future__ import annotations
 
 import csv
+import re
 import sys
 
 import pytest
@@ -57,11 +58,14 @@ def test_bad_config_is_an_error(need_c):
 
 
 def test_default_job_on_c(need_c):
-    """microgpt's 1000-step job: a time, and microgpt's loss range."""
+    """microgpt's 1000-step job: a time (the median of FAST.job_repeats runs, their
+    spread in the notes), and microgpt's loss range."""
     row = sweep.measure_default_job("c", FAST)
     assert row["train_s"] > 0, row["notes"]
     assert 1.5 < row["loss_last100"] < 3.0
     assert row["total_s"] >= row["job_s"] >= row["train_s"]
+    low, high = map(float, re.search(r"median of 3 runs \((\S+)-(\S+) s\)", row["notes"]).groups())
+    assert low * 0.999 <= row["train_s"] <= high * 1.001  # all rounded to 4 digits
 
 
 def test_skip_rule():
