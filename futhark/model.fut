@@ -92,10 +92,11 @@ def head_rows [C] (n_head: i64) (w: [C][C]f32) : [n_head][C / n_head][C]f32 =
   let D = C / n_head
   in tabulate n_head (\h -> w[h * D:(h + 1) * D] :> [D][C]f32)
 
--- | Head h's columns of attn_wo: the weights that read its D outputs.
-def head_cols [C] (n_head: i64) (w: [C][C]f32) : [n_head][C][C / n_head]f32 =
+-- | Head h's D columns of w: of attn_wo, the weights that read its outputs; of a
+-- KV cache [T][C], its keys or values.
+def head_cols [R][C] (n_head: i64) (w: [R][C]f32) : [n_head][R][C / n_head]f32 =
   let D = C / n_head
-  in tabulate n_head (\h -> w[:, h * D:(h + 1) * D] :> [C][D]f32)
+  in tabulate n_head (\h -> w[:, h * D:(h + 1) * D] :> [R][D]f32)
 
 -- | Multi-head attention on xn: [T][C] (rmsnorm'ed), projected by attn_wo,
 -- as microgpt: q, k, v for all heads, heads concatenated, then attn_wo.
@@ -181,9 +182,9 @@ def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
       let D = C / n_head
       let attend (q_i: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32) : [C]f32 =
         let heads = if heads_by_slices
-                    then tabulate n_head (\h -> cached_attention pos (q_i[h * D:(h + 1) * D] :> [D]f32)
-                                                                (ks[:, h * D:(h + 1) * D] :> [T][D]f32)
-                                                                (vs[:, h * D:(h + 1) * D] :> [T][D]f32))
+                    then map3 (cached_attention pos) (tabulate n_head (\h -> q_i[h * D:(h + 1) * D] :> [D]f32))
+                              (head_cols n_head ks :> [n_head][T][D]f32)
+                              (head_cols n_head vs :> [n_head][T][D]f32)
                     else map3 (cached_attention pos) (unflatten (q_i :> [n_head * (C / n_head)]f32))
                               (split_heads n_head ks) (split_heads n_head vs) :> [n_head][D]f32
         in flatten heads :> [C]f32
