@@ -58,18 +58,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def backends_to_run(spec: str | None) -> list[str]:
-    """Backends named by --backends (checked), or every built one plus torch."""
+def backends_to_run(spec: str | None, threads: int = 1) -> list[str]:
+    """Backends named by --backends (checked), or every built one plus torch (and
+    c-threads, the c kernels on ``threads`` threads, when threads > 1)."""
     from microgpt_fut.runtime import BACKENDS, built_backends
 
     built = built_backends()
     if not spec:
-        return built + ["torch"]
+        threaded = ["c-threads"] if "c" in built and threads > 1 else []
+        return built[:1] + threaded + built[1:] + ["torch"]
     names = [b.strip() for b in spec.split(",") if b.strip()]
     for b in names:
-        if b != "torch" and b not in BACKENDS:
-            raise SystemExit(f"unknown backend {b!r}: choose from {', '.join(BACKENDS)}, torch")
-        if b != "torch" and b not in built:
+        if b != "torch" and b != "c-threads" and b not in BACKENDS:
+            raise SystemExit(f"unknown backend {b!r}: choose from {', '.join(BACKENDS)}, "
+                             "c-threads, torch")
+        if b == "c-threads" and "c" not in built:
+            raise SystemExit("c-threads needs the c backend, which is not built")
+        if b not in ("torch", "c-threads") and b not in built:
             raise SystemExit(f"backend {b!r} is not built (built: {', '.join(built) or 'none'})")
         if b == "torch" and importlib.util.find_spec("torch") is None:
             raise SystemExit("torch is not installed: .venv/bin/pip install -e '.[bench]'")
@@ -114,15 +119,16 @@ def main(argv: list[str] | None = None) -> int:
         compile_s = sweep.compile_times(results, args.build_log)
         rows = sweep.read_csv(sweep_csv)
         for r in rows:
-            if r.get("backend") in compile_s:
-                r["compile_s"] = str(compile_s[r["backend"]])
+            b = "c" if r.get("backend") == "c-threads" else r.get("backend")
+            if b in compile_s:
+                r["compile_s"] = str(compile_s[b])
         finish(results, rows, sweep.read_csv(job_csv))
         return 0
     try:
         configs = select(args.configs, args.quick)
     except ValueError as e:
         raise SystemExit(str(e))
-    backends = backends_to_run(args.backends)
+    backends = backends_to_run(args.backends, args.threads)
     if args.job_repeats < 1:
         raise SystemExit(f"--job-repeats must be at least 1, not {args.job_repeats}")
     s = sweep.Settings(steps_per_call=args.steps_per_call, min_time=args.min_time,
@@ -142,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     measured_jobs: set = set()
     if not args.no_default_job:
         for b in backends:
+            if b == "c-threads":  # its one document per step cannot be split
+                continue
             row = sweep.measure_default_job(b, s)
             print(f"[{time.perf_counter() - t0:6.0f} s] default job {b:9s} training "
                   f"{row['train_s']} s, loss {row.get('loss_last100', '')} {row['notes']}",

@@ -58,15 +58,22 @@ def measure_budget(budget: float, warm_s: float) -> float:
 class FutharkEngine:
     """Our kernels through microgpt_fut.Model (one of the built backends)."""
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: str, threads: int = 1):
+        from microgpt_fut.data_parallel import runtimes
         from microgpt_fut.runtime import Runtime
 
-        self.rt = Runtime(backend, quiet=True)
+        # c-threads: the c kernels on `threads` contexts (DataParallelModel)
+        self.rt = Runtime("c" if backend == "c-threads" else backend, quiet=True)
+        self.rts = runtimes(self.rt, threads) if backend == "c-threads" else None
 
     def model(self, config, params, num_steps: int):
+        from microgpt_fut.data_parallel import DataParallelModel
         from microgpt_fut.model import Model
 
-        m = Model.from_arrays(self.rt, config, params)
+        if self.rts is not None:
+            m = DataParallelModel.from_arrays(self.rts, config, params)
+        else:
+            m = Model.from_arrays(self.rt, config, params)
         m.num_steps = num_steps
         return m
 
@@ -104,7 +111,7 @@ def make_engine(spec: dict):
     """The engine the spec's backend names."""
     if spec["backend"] == "torch":
         return TorchEngine(spec.get("threads", 1))
-    return FutharkEngine(spec["backend"])
+    return FutharkEngine(spec["backend"], spec.get("threads", 1))
 
 
 def _config(spec: dict, vocab_size: int):

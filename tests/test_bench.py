@@ -38,6 +38,21 @@ def test_cell_on_c_has_rates_and_memory(need_c):
     assert 0 < row["sample_len"] <= 16
 
 
+def test_cell_on_c_threads(need_c):
+    """Config B on c-threads (2 contexts): positive rates; a default sweep lists it
+    after c when threads > 1, and not otherwise."""
+    import dataclasses
+
+    from bench.__main__ import backends_to_run
+
+    row = sweep.measure_cell("c-threads", CONFIGS["B"], dataclasses.replace(FAST, threads=2),
+                             {}, sweep.vocab_size("names"))
+    assert row["train_tok_s"] > 0 and row["sample_samples_s"] > 0, row["notes"]
+    two, one = backends_to_run(None, 2), backends_to_run(None, 1)
+    assert two[:2] == ["c", "c-threads"] and "c-threads" not in one
+    assert [b for b in two if b != "c-threads"] == one
+
+
 def test_slow_call_is_killed_and_recorded(need_c):
     """A warm-up call far beyond its limit: the worker is killed, the cell says timeout."""
     heavy = BenchConfig("H", 256, 8, 4, 128, 64, 64)

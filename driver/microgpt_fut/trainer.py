@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from .checkpoint import Checkpoint
+from .data_parallel import DataParallelModel, runtimes
 from .data import DataInfo, Vocab, batch_indices, docs_sha256, shuffled
 from .model import GPTConfig, Model
 from .runtime import Runtime
@@ -29,7 +30,11 @@ SAMPLE_CHUNK = 4096  # samples per device call in generate_names
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Optimisation settings; defaults are microgpt's (steps_per_call is ours)."""
+    """Optimisation settings; defaults are microgpt's (steps_per_call, threads are ours).
+
+    threads > 1 (c backend only) trains each step's batch in shards on that many
+    threads (data_parallel.DataParallelModel); 1 keeps the whole run on the device.
+    """
 
     num_steps: int = 1000
     batch_size: int = 1
@@ -39,10 +44,11 @@ class TrainSettings:
     eps: float = 1e-8
     seed: int = 42
     steps_per_call: int = 50
+    threads: int = 1
 
     def validate(self) -> None:
         """Raise ValueError naming the option when a setting is unusable."""
-        for name in ("num_steps", "batch_size", "steps_per_call"):
+        for name in ("num_steps", "batch_size", "steps_per_call", "threads"):
             if getattr(self, name) < 1:
                 opt = "--steps" if name == "num_steps" else f"--{name.replace('_', '-')}"
                 raise ValueError(f"{opt} must be at least 1, got {getattr(self, name)}")
@@ -119,7 +125,10 @@ class Training:
             raise ValueError(f"vocab_size {config.vocab_size} does not match the data's "
                              f"{vocab.size}")
         data = data or DataInfo("", "", "utf-8", docs_sha256(docs), len(docs))
-        model = Model.init(rt, config, settings.seed)
+        if settings.threads > 1:
+            model = DataParallelModel.init(runtimes(rt, settings.threads), config, settings.seed)
+        else:
+            model = Model.init(rt, config, settings.seed)
         return cls(model, vocab, settings, docs, data, np.zeros(0, np.float32), 0)
 
     @classmethod
@@ -128,7 +137,7 @@ class Training:
         """The run saved in ck, continued on docs (which must be the run's own data).
 
         settings must be the checkpoint's (resume.settings_for gives them);
-        only steps_per_call may differ. ck needs Adam's moments. Raises
+        only steps_per_call and threads may differ. ck needs Adam's moments. Raises
         ValueError when docs are not the checkpoint's documents or ck cannot
         continue (no Adam moments or loss history, step beyond the total).
         """
@@ -144,7 +153,11 @@ class Training:
             raise ValueError("the documents' characters differ from the checkpoint's vocabulary")
         if ck.losses is None:
             raise ValueError("the checkpoint has no loss history ('train.losses')")
-        model = Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
+        if settings.threads > 1:
+            model = DataParallelModel.from_arrays(runtimes(rt, settings.threads), ck.config,
+                                                  ck.params, ck.m, ck.v, ck.step)
+        else:
+            model = Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
         return cls(model, vocab, settings, docs, data, ck.losses, ck.step)
 
     @property

@@ -1,0 +1,171 @@
+"""Data-parallel training on several CPU threads: one c-backend context per thread.
+
+The c backend runs one step on one core, and Futhark's multicore backend turns
+the weight adjoints of ``vjp2`` into atomic compare-and-swap loops (8x slower
+per core, measured). So for --threads N each step is split as data-parallel
+training does it across devices:
+
+1. the batch's B rows are cut into n = min(N, B) shards of consecutive rows;
+2. each shard's mean loss and gradient come from its own Futhark context, on
+   its own thread (futhark-ffi releases the GIL during the call);
+3. the gradient of the whole batch is the shards' gradients weighted by their
+   share of the valid positions: the loss is a mean over positions
+   (train.fut's ``compute_loss``), so sum_s (n_pos_s / n_pos) * grad_s is it exactly;
+4. one Adam step on the host (NumPy, float32, the formula of train.fut's ``adam``),
+   and the new parameters go to every context for the next step.
+
+The host is in the loop once per step (``--steps-per-call`` fuses nothing here),
+which costs little once a step takes milliseconds (B >= 8 at n_embd >= 64).
+Sums are taken in a fixed order, so a run is reproducible for a given N; runs
+with another N agree to float32 rounding.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+
+from .model import PARAM_NAMES, GPTConfig, Model
+from .runtime import Runtime
+
+Arrays = dict[str, np.ndarray]
+
+
+class HostState(NamedTuple):
+    """Parameters, Adam's moments (float32, stacked as GPTConfig.shapes) and the step.
+
+    Arrays are never modified in place, so a HostState can be kept as a snapshot
+    (``Training`` keeps the state before each call to replay it).
+    """
+
+    params: Arrays
+    m: Arrays
+    v: Arrays
+    step: int
+
+
+def adam_step(state: HostState, grad: Arrays, num_steps: int, lr: float, beta1: float,
+              beta2: float, eps: float) -> HostState:
+    """One Adam step (Kingma & Ba 2015) as microgpt and futhark/train.fut's ``adam``:
+    bias-corrected moments and lr decayed linearly to 0 at step num_steps.
+
+    All arithmetic is float32 like the kernel's. Returns a new HostState.
+    """
+    f = np.float32
+    t = f(state.step)
+    b1, b2 = f(beta1), f(beta2)
+    lr_t = f(lr) * (f(1) - t / f(num_steps))
+    bc1 = f(1) - b1 ** (t + f(1))
+    bc2 = f(1) - b2 ** (t + f(1))
+    params, m, v = {}, {}, {}
+    for n in PARAM_NAMES:
+        g = grad[n]
+        m[n] = b1 * state.m[n] + (f(1) - b1) * g
+        v[n] = b2 * state.v[n] + (f(1) - b2) * g * g
+        params[n] = state.params[n] - lr_t * (m[n] / bc1) / (np.sqrt(v[n] / bc2) + f(eps))
+    return HostState(params, m, v, state.step + 1)
+
+
+def shard_rows(batch_size: int, threads: int) -> list[slice]:
+    """Consecutive row ranges of a batch, one per shard: min(threads, batch_size) of
+    them, sizes differing by at most one (as numpy.array_split)."""
+    n = min(threads, batch_size)
+    bounds = [batch_size * i // n for i in range(n + 1)]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def runtimes(rt: Runtime, threads: int) -> list[Runtime]:
+    """rt and threads - 1 more contexts of its backend, one per thread.
+
+    Raises ValueError (naming --threads) unless threads is 1 or rt is the c backend.
+    """
+    if threads > 1 and rt.backend != "c":
+        raise ValueError(f"--threads {threads} applies to the c backend only, not "
+                         f"{rt.backend!r} (multicore, opencl and cuda run their own "
+                         "parallel kernels)")
+    return [rt] + [Runtime(rt.backend, quiet=True) for _ in range(threads - 1)]
+
+
+class DataParallelModel:
+    """A GPT trained on len(rts) threads, one c-backend Runtime each; Model's interface.
+
+    The state lives on the host (``state``: a HostState); each step sends the
+    parameters to every context and brings back one gradient per shard. Methods
+    and shapes are Model's. Raises ValueError when a Runtime is not the c backend.
+    """
+
+    def __init__(self, rts: list[Runtime], config: GPTConfig, state: HostState):
+        if not rts or any(rt.backend != "c" for rt in rts):
+            raise ValueError("--threads applies to the c backend only")
+        self.rts = rts
+        self.rt = rts[0]
+        self.config = config
+        self.state = state
+        self._zeros = {n: np.zeros(s, np.float32) for n, s in config.shapes().items()}
+        self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
+
+    @classmethod
+    def init(cls, rts: list[Runtime], config: GPTConfig, seed: int) -> "DataParallelModel":
+        """Model.init's parameters (the same kernels' RNG), Adam moments zero, step 0."""
+        params = Model.init(rts[0], config, seed).params()
+        return cls.from_arrays(rts, config, params)
+
+    @classmethod
+    def from_arrays(cls, rts: list[Runtime], config: GPTConfig, params: Arrays,
+                    m: Arrays | None = None, v: Arrays | None = None,
+                    step: int = 0) -> "DataParallelModel":
+        """As Model.from_arrays (a checkpoint); raises ValueError on a shape mismatch."""
+        Model.from_arrays(rts[0], config, params, m, v, step)  # validates the shapes
+        shapes = config.shapes()
+        copy = lambda d: {n: np.array(d[n], np.float32) for n in PARAM_NAMES}  # noqa: E731
+        zeros = {n: np.zeros(shapes[n], np.float32) for n in PARAM_NAMES}
+        return cls(rts, config, HostState(copy(params), copy(m if m is not None else zeros),
+                                          copy(v if v is not None else zeros), step))
+
+    def _device_model(self, i: int) -> Model:
+        """Context i holding the current parameters (Adam moments zero: only the
+        gradient is taken there)."""
+        return Model.from_arrays(self.rts[i], self.config, self.state.params, self._zeros,
+                                 self._zeros)
+
+    def params(self) -> Arrays:
+        return self.state.params
+
+    def adam(self) -> tuple[Arrays, Arrays]:
+        return self.state.m, self.state.v
+
+    def step(self) -> int:
+        return self.state.step
+
+    def loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, Arrays]:
+        """(mean loss, gradient) of one batch tokens int64 [B, T+1], n_pos int64 [B],
+        from the shards' gradients on the threads (see the module's docstring)."""
+        shards = shard_rows(len(n_pos), len(self.rts))
+        total = float(np.sum(n_pos))
+
+        def shard(i: int):
+            rows = shards[i]
+            return self._device_model(i).loss_grad(tokens[rows], n_pos[rows])
+
+        results = list(self._pool.map(shard, range(len(shards))))
+        weights = [float(np.sum(n_pos[rows])) / total for rows in shards]
+        loss = sum(w * lo for w, (lo, _) in zip(weights, results))
+        grad = {n: sum(np.float64(w) * g[n] for w, (_, g) in zip(weights, results))
+                   .astype(np.float32) for n in PARAM_NAMES}
+        return float(loss), grad
+
+    def train(self, tokens: np.ndarray, n_pos: np.ndarray, num_steps: int, lr: float = 0.01,
+              beta1: float = 0.85, beta2: float = 0.99, eps: float = 1e-8) -> np.ndarray:
+        """As Model.train: K Adam steps on tokens [K, B, T+1], n_pos [K, B]; K losses."""
+        losses = np.zeros(len(tokens), np.float32)
+        for k in range(len(tokens)):
+            losses[k], grad = self.loss_grad(tokens[k], n_pos[k])
+            self.state = adam_step(self.state, grad, num_steps, lr, beta1, beta2, eps)
+        return losses
+
+    def loss(self, tokens: np.ndarray, n_pos: np.ndarray) -> float:
+        return self._device_model(0).loss(tokens, n_pos)
+
+    def generate(self, seed: int, n: int, temperature: float, first: int = 0) -> np.ndarray:
+        return self._device_model(0).generate(seed, n, temperature, first)

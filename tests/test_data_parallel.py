@@ -1,0 +1,117 @@
+"""--threads: a batch split over several c contexts trains like the whole batch on one.
+
+The references are the single-context kernels: the gradient of the whole batch
+from ``Model.loss_grad`` and the Adam step of ``Model.train`` (train.fut), against
+the shards' weighted gradients and the host's NumPy Adam.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cli_helpers import assert_one_line_error, need_backend, small_data
+from microgpt_fut.cli import main
+from microgpt_fut.data import load_data
+from microgpt_fut.data_parallel import DataParallelModel, runtimes, shard_rows
+from microgpt_fut.model import Model
+from microgpt_fut.trainer import Training, TrainSettings
+
+
+@pytest.fixture(scope="module")
+def rts():
+    """Three c contexts."""
+    need_backend("c")
+    from conftest import get_runtime
+
+    return runtimes(get_runtime("c"), 3)
+
+
+def rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+@pytest.mark.parametrize("batch,threads", [(1, 3), (3, 2), (7, 3), (4, 4), (5, 1)])
+def test_shard_rows_cover_the_batch_evenly(batch, threads):
+    shards = shard_rows(batch, threads)
+    assert len(shards) == min(batch, threads)
+    rows = [i for s in shards for i in range(s.start, s.stop)]
+    assert rows == list(range(batch))
+    sizes = [s.stop - s.start for s in shards]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_sharded_gradient_is_the_whole_batch_gradient(rts, tiny):
+    """Rows of 6, 3 and 1 valid positions on 2 and 3 threads: the shards' gradients,
+    weighted by their positions, equal the gradient of the mean over all positions."""
+    whole = Model.from_arrays(rts[0], tiny.config, tiny.params)
+    loss, grad = whole.loss_grad(tiny.tokens, tiny.n_pos)
+    for n in (2, 3):
+        dp = DataParallelModel.from_arrays(rts[:n], tiny.config, tiny.params)
+        got_loss, got = dp.loss_grad(tiny.tokens, tiny.n_pos)
+        assert got_loss == pytest.approx(loss, rel=1e-6)
+        for name in grad:
+            assert rel_err(got[name], grad[name]) < 1e-6, (n, name)
+
+
+def test_sharded_adam_steps_equal_the_kernels(rts, tiny):
+    """Three steps on 3 threads (host Adam) against three steps of the train kernel."""
+    tokens = np.stack([tiny.tokens, tiny.tokens[::-1], tiny.tokens])
+    n_pos = np.stack([tiny.n_pos, tiny.n_pos[::-1], tiny.n_pos])
+    ref = Model.from_arrays(rts[0], tiny.config, tiny.params)
+    ref_losses = ref.train(tokens, n_pos, num_steps=10, lr=0.05)
+    dp = DataParallelModel.from_arrays(rts, tiny.config, tiny.params)
+    losses = dp.train(tokens, n_pos, num_steps=10, lr=0.05)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    assert dp.step() == ref.step() == 3
+    (m, v), (ref_m, ref_v) = dp.adam(), ref.adam()
+    for name, p in ref.params().items():
+        assert rel_err(dp.params()[name], p) < 1e-5, name
+        assert rel_err(m[name], ref_m[name]) < 1e-5, name
+        assert rel_err(v[name], ref_v[name]) < 1e-4, name
+    # the samples come from the same parameters: the kernels' sampler on context 0
+    assert dp.generate(7, 4, 0.0).shape == (4, tiny.config.block_size)
+
+
+def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):
+    """Two 2-thread runs are bit-identical, and so is one resumed at step 6."""
+    docs, info = load_data(small_data(tmp_path, 40))
+    from microgpt_fut.model import GPTConfig
+
+    config = GPTConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
+    settings = TrainSettings(num_steps=12, batch_size=5, steps_per_call=4, threads=2)
+    runs = []
+    for _ in range(2):
+        t = Training.start(rts[0], docs, settings, config, info)
+        t.run()
+        runs.append(t)
+    a, b = runs
+    assert np.array_equal(a.losses, b.losses) and a.step == 12
+    half = Training.start(rts[0], docs, settings, config, info)
+    half.run(until=6)
+    resumed = Training.resume(rts[0], half.checkpoint(), docs, settings, info)
+    resumed.run()
+    assert np.array_equal(resumed.losses, a.losses)
+    for name, p in a.model.params().items():
+        assert np.array_equal(resumed.model.params()[name], p), name
+    # and it trains: the loss falls, as on one context
+    single = Training.start(rts[0], docs, TrainSettings(num_steps=12, batch_size=5), config,
+                            info)
+    single.run()
+    np.testing.assert_allclose(a.losses, single.losses, rtol=1e-4)
+
+
+def test_cli_threads(tmp_path):
+    need_backend("c")
+    data = small_data(tmp_path, 60)
+    out = tmp_path / "m.safetensors"
+    r = CliRunner().invoke(main, ["train", "--data", str(data), "--threads", "2", "--steps", "4",
+                                  "--batch-size", "4", "--out", str(out), "--samples", "2"])
+    assert r.exit_code == 0, r.output
+    assert "backend: c on 2 threads" in r.output and out.exists()
+    for args, fragment in ((["--threads", "0"], "--threads"),
+                           (["--threads", "2", "--backend", "multicore"], "--threads 2")):
+        r = CliRunner().invoke(main, ["train", "--data", str(data), "--out",
+                                      str(tmp_path / "x.safetensors"), *args])
+        assert_one_line_error(r, fragment)
+        assert r.exit_code == 2
