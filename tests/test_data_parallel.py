@@ -94,7 +94,10 @@ def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):
     assert np.array_equal(resumed.losses, a.losses)
     for name, p in a.model.params().items():
         assert np.array_equal(resumed.model.params()[name], p), name
-    # and it trains: the loss falls, as on one context
+    assert isinstance(a.model, DataParallelModel)
+    one_row = Training.start(rts[0], docs, TrainSettings(num_steps=2, threads=3), config, info)
+    assert isinstance(one_row.model, Model)
+    # and its losses are one context's, to float32 rounding
     single = Training.start(rts[0], docs, TrainSettings(num_steps=12, batch_size=5), config,
                             info)
     single.run()
@@ -109,6 +112,10 @@ def test_cli_threads(tmp_path):
                                   "--batch-size", "4", "--out", str(out), "--samples", "2"])
     assert r.exit_code == 0, r.output
     assert "backend: c on 2 threads" in r.output and out.exists()
+    # one document per step cannot be split: the plain device-resident run
+    r = CliRunner().invoke(main, ["train", "--data", str(data), "--threads", "2", "--steps", "4",
+                                  "--out", str(tmp_path / "one.safetensors"), "--samples", "0"])
+    assert r.exit_code == 0 and "backend: c\n" in r.output, r.output
     for args, fragment in ((["--threads", "0"], "--threads"),
                            (["--threads", "2", "--backend", "multicore"], "--threads 2")):
         r = CliRunner().invoke(main, ["train", "--data", str(data), "--out",

@@ -285,7 +285,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
                    f"= {T - 1} characters and are cut", err=True)
     say(f"num docs: {len(docs)} | vocab size: {vocab.size} | num params: "
         f"{config.num_params():,} | backend: {backend}"
-        + (f" on {threads} threads" if threads > 1 else "")
+        + (f" on {settings.contexts} threads" if settings.contexts > 1 else "")
         + (f" ({rt.device.name})" if rt.device else ""))
     with _user_errors():
         if ck is None:

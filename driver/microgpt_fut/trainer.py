@@ -33,7 +33,8 @@ class TrainSettings:
     """Optimisation settings; defaults are microgpt's (steps_per_call, threads are ours).
 
     threads > 1 (c backend only) trains each step's batch in shards on that many
-    threads (data_parallel.DataParallelModel); 1 keeps the whole run on the device.
+    threads (data_parallel.DataParallelModel), at most one per document of the batch;
+    1 keeps the whole run on the device.
     """
 
     num_steps: int = 1000
@@ -45,6 +46,12 @@ class TrainSettings:
     seed: int = 42
     steps_per_call: int = 50
     threads: int = 1
+
+    @property
+    def contexts(self) -> int:
+        """Kernel contexts a step is split over: threads, but no more than the batch's rows
+        (with one, the whole run stays on the device and steps_per_call steps are fused)."""
+        return min(self.threads, self.batch_size)
 
     def validate(self) -> None:
         """Raise ValueError naming the option when a setting is unusable."""
@@ -125,8 +132,8 @@ class Training:
             raise ValueError(f"vocab_size {config.vocab_size} does not match the data's "
                              f"{vocab.size}")
         data = data or DataInfo("", "", "utf-8", docs_sha256(docs), len(docs))
-        if settings.threads > 1:
-            model = DataParallelModel.init(runtimes(rt, settings.threads), config, settings.seed)
+        if settings.contexts > 1:
+            model = DataParallelModel.init(runtimes(rt, settings.contexts), config, settings.seed)
         else:
             model = Model.init(rt, config, settings.seed)
         return cls(model, vocab, settings, docs, data, np.zeros(0, np.float32), 0)
@@ -153,8 +160,8 @@ class Training:
             raise ValueError("the documents' characters differ from the checkpoint's vocabulary")
         if ck.losses is None:
             raise ValueError("the checkpoint has no loss history ('train.losses')")
-        if settings.threads > 1:
-            model = DataParallelModel.from_arrays(runtimes(rt, settings.threads), ck.config,
+        if settings.contexts > 1:
+            model = DataParallelModel.from_arrays(runtimes(rt, settings.contexts), ck.config,
                                                   ck.params, ck.m, ck.v, ck.step)
         else:
             model = Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
