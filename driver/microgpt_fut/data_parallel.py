@@ -102,7 +102,12 @@ class DataParallelModel:
         self.rt = rts[0]
         self.config = config
         self.state = state
-        self._zeros = {n: np.zeros(s, np.float32) for n, s in config.shapes().items()}
+        # Adam moments for the contexts' states, made once per context: zero, as only
+        # the gradient is taken there (futhark-ffi passes device arrays through as they are)
+        zeros = [np.zeros(s, np.float32) for s in config.shapes().values()]
+        self._zeros = [rt.entry("get_adam_m", rt.entry("make_state", config.n_head, 0,
+                                                       *zeros, *zeros, *zeros))
+                       for rt in rts]
         self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
 
     @classmethod
@@ -126,8 +131,10 @@ class DataParallelModel:
     def _device_model(self, i: int) -> Model:
         """Context i holding the current parameters (Adam moments zero: only the
         gradient is taken there)."""
-        return Model.from_arrays(self.rts[i], self.config, self.state.params, self._zeros,
-                                 self._zeros)
+        rt, zeros = self.rts[i], self._zeros[i]
+        params = [self.state.params[n] for n in PARAM_NAMES]
+        return Model(rt, self.config, rt.entry("make_state", self.config.n_head, 0, *params,
+                                               *zeros, *zeros))
 
     def params(self) -> Arrays:
         return self.state.params
