@@ -69,8 +69,11 @@ def test_sharded_adam_steps_equal_the_kernels(rts, tiny):
         assert rel_err(dp.params()[name], p) < 1e-5, name
         assert rel_err(m[name], ref_m[name]) < 1e-5, name
         assert rel_err(v[name], ref_v[name]) < 1e-4, name
-    # the samples come from the same parameters: the kernels' sampler on context 0
-    assert dp.generate(7, 4, 0.0).shape == (4, tiny.config.block_size)
+    # sampling split over the 3 contexts: the single context's samples, row for row
+    for n, first in ((7, 0), (2, 5), (0, 0)):
+        np.testing.assert_array_equal(dp.generate(11, n, 0.8, first),
+                                      Model.from_arrays(rts[0], tiny.config, dp.params())
+                                      .generate(11, n, 0.8, first))
 
 
 def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):
@@ -116,6 +119,11 @@ def test_cli_threads(tmp_path):
     r = CliRunner().invoke(main, ["train", "--data", str(data), "--threads", "2", "--steps", "4",
                                   "--out", str(tmp_path / "one.safetensors"), "--samples", "0"])
     assert r.exit_code == 0 and "backend: c\n" in r.output, r.output
+    one = CliRunner().invoke(main, ["sample", "--checkpoint", str(out), "-n", "9"])
+    three = CliRunner().invoke(main, ["sample", "--checkpoint", str(out), "-n", "9",
+                                      "--threads", "3"])
+    assert one.exit_code == three.exit_code == 0 and one.output == three.output
+    assert len(one.output.splitlines()) >= 9
     for args, fragment in ((["--threads", "0"], "--threads"),
                            (["--threads", "2", "--backend", "multicore"], "--threads 2")):
         r = CliRunner().invoke(main, ["train", "--data", str(data), "--out",

@@ -19,6 +19,7 @@ from click.core import ParameterSource
 from . import checkpoint as ckpt
 from . import resume as resume_rules
 from .data import DataError, Vocab, load_data
+from .data_parallel import DataParallelModel, runtimes
 from .interrupt import stop_on_sigint
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
@@ -388,15 +389,22 @@ def _print_samples(names: list[str], quiet: bool) -> None:
               help="Sampling seed (sample i uses random stream i).")
 @_backend_opt
 @_device_opt
-def sample(num, temperature, checkpoint, seed, backend, device):
+@click.option("--threads", type=int, default=1, show_default=True, callback=_check_positive,
+              help="c backend: split the samples over N CPU threads (the names are the same).")
+def sample(num, temperature, checkpoint, seed, backend, device, threads):
     """Print names sampled from a trained checkpoint."""
+    if threads > 1 and backend != "c":
+        raise _bad_option(f"--threads {threads} applies to --backend c only")
     if num == 0:
         return
     with _user_errors():
         ck = ckpt.load(checkpoint, adam=False)
     rt = _runtime(backend, device, quiet=False)
     with _user_errors():
-        model = Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
+        if threads > 1:
+            model = DataParallelModel.from_arrays(runtimes(rt, threads), ck.config, ck.params)
+        else:
+            model = Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
         names = generate_names(model, Vocab(tuple(ck.vocab)), num, temperature, seed)
     _print_samples(names, quiet=False)
 

@@ -14,6 +14,9 @@ training does it across devices:
 4. one Adam step on the host (NumPy, float32, the formula of train.fut's ``adam``),
    and the new parameters go to every context for the next step.
 
+Sampling splits the samples over the contexts the same way (each sample has its
+own random stream, so the names do not depend on the split).
+
 The host is in the loop once per step (``--steps-per-call`` fuses nothing here),
 which costs little once a step takes milliseconds (B >= 8 at n_embd >= 64).
 Sums are taken in a fixed order, so a run is reproducible for a given N; runs
@@ -175,4 +178,14 @@ class DataParallelModel:
         return self._device_model(0).loss(tokens, n_pos)
 
     def generate(self, seed: int, n: int, temperature: float, first: int = 0) -> np.ndarray:
-        return self._device_model(0).generate(seed, n, temperature, first)
+        """As Model.generate, the n samples split over the threads: sample i draws from
+        the kernels' random stream i whichever context makes it, so the result is the
+        single context's."""
+        parts = shard_rows(n, len(self.rts)) if n else [slice(0, 0)]
+
+        def part(i: int) -> np.ndarray:
+            rows = parts[i]
+            return self._device_model(i).generate(seed, rows.stop - rows.start, temperature,
+                                                  first + rows.start)
+
+        return np.concatenate(list(self._pool.map(part, range(len(parts)))))
