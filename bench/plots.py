@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .report import OURS, num, ratio  # noqa: E402
 
-STYLE = {"c": ("tab:blue", "o"), "multicore": ("tab:orange", "s"), "opencl": ("tab:green", "^"),
-         "cuda": ("tab:purple", "v"), "torch": ("black", "D")}
+STYLE = {"c": ("tab:blue", "o"), "c-threads": ("tab:cyan", "P"), "multicore": ("tab:orange", "s"),
+         "opencl": ("tab:green", "^"), "cuda": ("tab:purple", "v"), "torch": ("black", "D")}
 TARGETS = {"B": 3.0, "C": 1.0, "D": 0.5}
 
 
