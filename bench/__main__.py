@@ -38,7 +38,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kill-slack", type=float, default=d.kill_slack_s,
                    help="seconds past its budget before a worker is killed (default %(default)s)")
     p.add_argument("--threads", type=int, default=d.threads,
-                   help="torch.set_num_threads (default: nproc = %(default)s)")
+                   help="torch.set_num_threads, and c-threads' contexts (default: nproc = "
+                        "%(default)s)")
     p.add_argument("--omp-wait-policy", default=d.omp_wait_policy,
                    help="OMP_WAIT_POLICY for the torch workers (default %(default)s; '' leaves "
                         "the environment's)")

@@ -130,3 +130,70 @@ def test_cli_threads(tmp_path):
                                       str(tmp_path / "x.safetensors"), *args])
         assert_one_line_error(r, fragment)
         assert r.exit_code == 2
+
+
+def test_cli_interrupt_and_resume_with_threads(tmp_path, monkeypatch):
+    """Ctrl-C after step 8 of a 2-thread run: the hint names --threads 2, and resuming
+    with it gives the straight 2-thread run's checkpoint bit for bit."""
+    import os
+    import signal
+
+    from safetensors.numpy import load_file
+
+    need_backend("c")
+    data = small_data(tmp_path, 40)
+    common = ["train", "--data", str(data), "--batch-size", "3", "--steps", "16",
+              "--threads", "2", "--samples", "3", "--steps-per-call", "4"]
+    full = CliRunner().invoke(main, [*common, "--out", str(tmp_path / "full.safetensors")])
+    assert full.exit_code == 0, full.output
+    part = tmp_path / "part.safetensors"
+    real = DataParallelModel.train
+
+    def train_then_signal(self, *a, **kw):
+        out = real(self, *a, **kw)
+        if self.step() == 8:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(DataParallelModel, "train", train_then_signal)
+        r = CliRunner().invoke(main, [*common, "--out", str(part)])
+    assert r.exit_code == 130 and "--resume" in r.stderr and "--threads 2" in r.stderr, r.output
+    r2 = CliRunner().invoke(main, ["train", "--resume", str(part), "--threads", "2",
+                                   "--samples", "3"])
+    assert r2.exit_code == 0 and "at step 8 of 16" in r2.output, r2.output
+    a, b = load_file(str(part)), load_file(str(tmp_path / "full.safetensors"))
+    assert a.keys() == b.keys()
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+
+
+def test_divergence_on_threads_names_the_first_bad_step(rts, tmp_path):
+    """lr 1e30 on 2 threads: the same first bad step whether the calls fuse 1 or 5 steps,
+    and the run is left at the last good state (finite, step = bad step - 1)."""
+    from microgpt_fut.trainer import Diverged
+
+    docs, info = load_data(small_data(tmp_path, 40))
+    from microgpt_fut.model import GPTConfig
+
+    config = GPTConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
+    bad = []
+    for k in (1, 5):
+        t = Training.start(rts[0], docs, TrainSettings(num_steps=20, batch_size=4, lr=1e30,
+                                                       steps_per_call=k, threads=2),
+                           config, info)
+        with pytest.raises(Diverged) as e:
+            t.run()
+        assert t.step == e.value.step - 1 == t.model.step()
+        ck = t.checkpoint()
+        assert all(np.isfinite(a).all() for a in ck.params.values())
+        assert np.isfinite(ck.losses).all() and ck.losses.shape == (t.step,)
+        bad.append(e.value.step)
+    assert bad[0] == bad[1]
+
+
+def test_sample_threads_needs_c(tmp_path):
+    r = CliRunner().invoke(main, ["sample", "--threads", "2", "--backend", "multicore",
+                                  "--checkpoint", str(tmp_path / "none.safetensors")])
+    assert_one_line_error(r, "--threads 2")
+    assert r.exit_code == 2

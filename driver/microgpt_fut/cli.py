@@ -223,9 +223,10 @@ about 1e-6)."""
 @click.option("--steps-per-call", type=int, default=50, show_default=True,
               callback=_check_positive, help="Training steps fused into one kernel call.")
 @click.option("--threads", type=int, default=1, show_default=True, callback=_check_positive,
-              help="c backend: split each batch over N CPU threads, one kernel context each "
-                   "(their gradients are combined for one Adam step). Pays off from about 8 "
-                   "documents per step at --n-embd 64 and up.")
+              help="c backend: split each batch over N CPU threads (at most the cores, at "
+                   "most --batch-size), one kernel context each; their gradients make one "
+                   "Adam step. Pays off when a step takes more than a few ms (--n-embd 64 and "
+                   "up, or larger batches).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("model.safetensors"),
               show_default=True, help="Checkpoint file to write (with --resume: FILE).")
 @click.option("--save-every", type=int, default=None, callback=_check_positive,
@@ -296,9 +297,10 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
             say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
                 + (": the run is complete, nothing to train" if run.done else ""))
     if not _train_and_save(run, out, save_every, say):
+        same = f" --threads {settings.threads}" if settings.contexts > 1 else ""
         click.echo(f"interrupted: saved the checkpoint of step {run.step} of {run.num_steps} "
                    f"to {str(out)!r}; continue with: microgpt-fut train --resume "
-                   f"{shlex.quote(str(out))}", err=True)
+                   f"{shlex.quote(str(out))}{same}", err=True)
         ctx.exit(130)
     trained = run.step - (ck.step if ck is not None else 0)
     if trained:
@@ -401,8 +403,9 @@ def sample(num, temperature, checkpoint, seed, backend, device, threads):
         ck = ckpt.load(checkpoint, adam=False)
     rt = _runtime(backend, device, quiet=False)
     with _user_errors():
-        if threads > 1:
-            model = DataParallelModel.from_arrays(runtimes(rt, threads), ck.config, ck.params)
+        if min(threads, num) > 1:
+            model = DataParallelModel.from_arrays(runtimes(rt, min(threads, num)), ck.config,
+                                                  ck.params)
         else:
             model = Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
         names = generate_names(model, Vocab(tuple(ck.vocab)), num, temperature, seed)

@@ -87,11 +87,17 @@ def runtimes(rt: Runtime, threads: int) -> list[Runtime]:
         raise ValueError(f"--threads {threads} applies to the c backend only, not "
                          f"{rt.backend!r} (multicore, opencl and cuda run their own "
                          "parallel kernels)")
-    return [rt] + [Runtime(rt.backend, quiet=True) for _ in range(threads - 1)]
+    while len(_EXTRA_CONTEXTS) < threads - 1:  # contexts hold no state between calls: reused
+        _EXTRA_CONTEXTS.append(Runtime(rt.backend, quiet=True))
+    return [rt] + _EXTRA_CONTEXTS[:threads - 1]
+
+
+_EXTRA_CONTEXTS: list[Runtime] = []  # c contexts beside the caller's, shared by all models
 
 
 class DataParallelModel:
-    """A GPT trained on len(rts) threads, one c-backend Runtime each; Model's interface.
+    """A GPT trained on len(rts) c-backend Runtimes, called from as many threads at once;
+    Model's interface.
 
     The state lives on the host (``state``: a HostState); each step sends the
     parameters to every context and brings back one gradient per shard. Methods
@@ -124,12 +130,18 @@ class DataParallelModel:
                     m: Arrays | None = None, v: Arrays | None = None,
                     step: int = 0) -> "DataParallelModel":
         """As Model.from_arrays (a checkpoint); raises ValueError on a shape mismatch."""
-        Model.from_arrays(rts[0], config, params, m, v, step)  # validates the shapes
+        config.validate()
         shapes = config.shapes()
-        copy = lambda d: {n: np.array(d[n], np.float32) for n in PARAM_NAMES}  # noqa: E731
         zeros = {n: np.zeros(shapes[n], np.float32) for n in PARAM_NAMES}
-        return cls(rts, config, HostState(copy(params), copy(m if m is not None else zeros),
-                                          copy(v if v is not None else zeros), step))
+        arrays = []
+        for group, d in (("", params), ("adam.m.", m if m is not None else zeros),
+                         ("adam.v.", v if v is not None else zeros)):
+            for n in PARAM_NAMES:  # the checks and message of Model.from_arrays
+                if np.shape(d[n]) != shapes[n]:
+                    raise ValueError(f"tensor {group}{n} has shape {np.shape(d[n])}, "
+                                     f"config needs {shapes[n]}")
+            arrays.append({n: np.array(d[n], np.float32) for n in PARAM_NAMES})
+        return cls(rts, config, HostState(*arrays, step))
 
     def _device_model(self, i: int) -> Model:
         """Context i holding the current parameters (Adam moments zero: only the
@@ -140,10 +152,13 @@ class DataParallelModel:
                                                *zeros, *zeros))
 
     def params(self) -> Arrays:
-        return self.state.params
+        """Copies of the parameters, as Model.params."""
+        return {n: a.copy() for n, a in self.state.params.items()}
 
     def adam(self) -> tuple[Arrays, Arrays]:
-        return self.state.m, self.state.v
+        """Copies of Adam's moments, as Model.adam."""
+        return ({n: a.copy() for n, a in self.state.m.items()},
+                {n: a.copy() for n, a in self.state.v.items()})
 
     def step(self) -> int:
         return self.state.step
@@ -161,7 +176,7 @@ class DataParallelModel:
         results = list(self._pool.map(shard, range(len(shards))))
         weights = [float(np.sum(n_pos[rows])) / total for rows in shards]
         loss = sum(w * lo for w, (lo, _) in zip(weights, results))
-        grad = {n: sum(np.float64(w) * g[n] for w, (_, g) in zip(weights, results))
+        grad = {n: sum(w * g[n].astype(np.float64) for w, (_, g) in zip(weights, results))
                    .astype(np.float32) for n in PARAM_NAMES}
         return float(loss), grad
 
