@@ -1,4 +1,4 @@
-"""Helpers shared by test_cli.py, test_data.py and test_checkpoint.py."""
+"""Helpers shared by the tests of the driver (CLI, data, checkpoints, resume, threads)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -55,3 +55,19 @@ def broken_checkpoints(folder: Path, good: Path) -> list[tuple[Path, str]]:
     cut.write_bytes(good.read_bytes()[:-100])
     return [(folder / "none.safetensors", "does not exist"), (text, "not a safetensors file"),
             (cut, "truncated")]
+
+
+def diverge(training) -> int:
+    """Run a Training that must diverge; check that it is left at the last good step
+    (finite state and losses, step = first bad step - 1) and return the bad step."""
+    import numpy as np
+
+    from microgpt_fut.trainer import Diverged
+
+    with pytest.raises(Diverged) as e:
+        training.run()
+    assert training.step == e.value.step - 1 == training.model.step()
+    ck = training.checkpoint()
+    assert all(np.isfinite(a).all() for a in ck.params.values())
+    assert np.isfinite(ck.losses).all() and ck.losses.shape == (training.step,)
+    return e.value.step

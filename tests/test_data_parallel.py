@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli_helpers import assert_one_line_error, need_backend, small_data
+from cli_helpers import assert_one_line_error, diverge, need_backend, small_data
 from microgpt_fut.cli import main
 from microgpt_fut.data import load_data
 from microgpt_fut.data_parallel import DataParallelModel, runtimes, shard_rows
@@ -171,24 +171,14 @@ def test_cli_interrupt_and_resume_with_threads(tmp_path, monkeypatch):
 def test_divergence_on_threads_names_the_first_bad_step(rts, tmp_path):
     """lr 1e30 on 2 threads: the same first bad step whether the calls fuse 1 or 5 steps,
     and the run is left at the last good state (finite, step = bad step - 1)."""
-    from microgpt_fut.trainer import Diverged
-
     docs, info = load_data(small_data(tmp_path, 40))
     from microgpt_fut.model import GPTConfig
 
     config = GPTConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
-    bad = []
-    for k in (1, 5):
-        t = Training.start(rts[0], docs, TrainSettings(num_steps=20, batch_size=4, lr=1e30,
-                                                       steps_per_call=k, threads=2),
-                           config, info)
-        with pytest.raises(Diverged) as e:
-            t.run()
-        assert t.step == e.value.step - 1 == t.model.step()
-        ck = t.checkpoint()
-        assert all(np.isfinite(a).all() for a in ck.params.values())
-        assert np.isfinite(ck.losses).all() and ck.losses.shape == (t.step,)
-        bad.append(e.value.step)
+    bad = [diverge(Training.start(rts[0], docs,
+                                  TrainSettings(num_steps=20, batch_size=4, lr=1e30,
+                                                steps_per_call=k, threads=2), config, info))
+           for k in (1, 5)]
     assert bad[0] == bad[1]
 
 
