@@ -36,24 +36,42 @@ Arrays = dict[str, np.ndarray]
 
 
 class HostState(NamedTuple):
-    """Parameters, Adam's moments (float32, stacked as GPTConfig.shapes) and the step.
+    """Parameters, Adam's moments and the step. params, m, v: float32 [num_params]
+    vectors holding the tensors of PARAM_NAMES one after another (``unflatten`` gives
+    them back with GPTConfig.shapes), so that Adam is a dozen whole-vector operations.
 
     Arrays are never modified in place, so a HostState can be kept as a snapshot
     (``Training`` keeps the state before each call to replay it).
     """
 
-    params: Arrays
-    m: Arrays
-    v: Arrays
+    params: np.ndarray
+    m: np.ndarray
+    v: np.ndarray
     step: int
 
 
-def adam_step(state: HostState, grad: Arrays, num_steps: int, lr: float, beta1: float,
+def flatten(arrays: Arrays) -> np.ndarray:
+    """The tensors of PARAM_NAMES as float32, one after another in one new vector."""
+    return np.concatenate([np.asarray(arrays[n], np.float32).ravel() for n in PARAM_NAMES])
+
+
+def unflatten(flat: np.ndarray, config: GPTConfig) -> Arrays:
+    """Views of a flatten()ed vector as the tensors of GPTConfig.shapes (no copy)."""
+    out, at = {}, 0
+    for n, shape in config.shapes().items():
+        size = int(np.prod(shape))
+        out[n] = flat[at:at + size].reshape(shape)
+        at += size
+    return out
+
+
+def adam_step(state: HostState, grad: np.ndarray, num_steps: int, lr: float, beta1: float,
               beta2: float, eps: float) -> HostState:
     """One Adam step (Kingma & Ba 2015) as microgpt and futhark/train.fut's ``adam``:
     bias-corrected moments and lr decayed linearly to 0 at step num_steps.
 
-    All arithmetic is float32 like the kernel's. Returns a new HostState.
+    grad: float32 [num_params], flattened as the state. All arithmetic is float32
+    like the kernel's. Returns a new HostState.
     """
     f = np.float32
     t = f(state.step)
@@ -61,12 +79,9 @@ def adam_step(state: HostState, grad: Arrays, num_steps: int, lr: float, beta1: 
     lr_t = f(lr) * (f(1) - t / f(num_steps))
     bc1 = f(1) - b1 ** (t + f(1))
     bc2 = f(1) - b2 ** (t + f(1))
-    params, m, v = {}, {}, {}
-    for n in PARAM_NAMES:
-        g = grad[n]
-        m[n] = b1 * state.m[n] + (f(1) - b1) * g
-        v[n] = b2 * state.v[n] + (f(1) - b2) * g * g
-        params[n] = state.params[n] - lr_t * (m[n] / bc1) / (np.sqrt(v[n] / bc2) + f(eps))
+    m = b1 * state.m + (f(1) - b1) * grad
+    v = b2 * state.v + (f(1) - b2) * grad * grad
+    params = state.params - lr_t * (m / bc1) / (np.sqrt(v / bc2) + f(eps))
     return HostState(params, m, v, state.step + 1)
 
 
@@ -140,32 +155,34 @@ class DataParallelModel:
                 if np.shape(d[n]) != shapes[n]:
                     raise ValueError(f"tensor {group}{n} has shape {np.shape(d[n])}, "
                                      f"config needs {shapes[n]}")
-            arrays.append({n: np.array(d[n], np.float32) for n in PARAM_NAMES})
+            arrays.append(flatten(d))
         return cls(rts, config, HostState(*arrays, step))
 
     def _device_model(self, i: int) -> Model:
         """Context i holding the current parameters (Adam moments zero: only the
         gradient is taken there)."""
         rt, zeros = self.rts[i], self._zeros[i]
-        params = [self.state.params[n] for n in PARAM_NAMES]
+        params = unflatten(self.state.params, self.config).values()
         return Model(rt, self.config, rt.entry("make_state", self.config.n_head, 0, *params,
                                                *zeros, *zeros))
 
+    def _copies(self, flat: np.ndarray) -> Arrays:
+        return {n: a.copy() for n, a in unflatten(flat, self.config).items()}
+
     def params(self) -> Arrays:
         """Copies of the parameters, as Model.params."""
-        return {n: a.copy() for n, a in self.state.params.items()}
+        return self._copies(self.state.params)
 
     def adam(self) -> tuple[Arrays, Arrays]:
         """Copies of Adam's moments, as Model.adam."""
-        return ({n: a.copy() for n, a in self.state.m.items()},
-                {n: a.copy() for n, a in self.state.v.items()})
+        return self._copies(self.state.m), self._copies(self.state.v)
 
     def step(self) -> int:
         return self.state.step
 
-    def loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, Arrays]:
-        """(mean loss, gradient) of one batch tokens int64 [B, T+1], n_pos int64 [B],
-        from the shards' gradients on the threads (see the module's docstring)."""
+    def _loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, np.ndarray]:
+        """(mean loss, flat float32 gradient) of one batch: tokens int64 [B, T+1], n_pos
+        int64 [B], from the shards' gradients on the threads (the module's docstring)."""
         shards = shard_rows(len(n_pos), len(self.rts))
         total = float(np.sum(n_pos))
 
@@ -173,19 +190,27 @@ class DataParallelModel:
             rows = shards[i]
             return self._device_model(i).loss_grad(tokens[rows], n_pos[rows])
 
-        results = list(self._pool.map(shard, range(len(shards))))
-        weights = [float(np.sum(n_pos[rows])) / total for rows in shards]
-        loss = sum(w * lo for w, (lo, _) in zip(weights, results))
-        grad = {n: sum(w * g[n].astype(np.float64) for w, (_, g) in zip(weights, results))
-                   .astype(np.float32) for n in PARAM_NAMES}
-        return float(loss), grad
+        loss, grad = 0.0, np.zeros(len(self.state.params), np.float32)
+        for rows, (shard_loss, shard_grad) in zip(shards,
+                                                  self._pool.map(shard, range(len(shards)))):
+            w = float(np.sum(n_pos[rows])) / total
+            loss += w * shard_loss
+            flat = flatten(shard_grad)
+            flat *= np.float32(w)
+            grad += flat  # float32, shards in a fixed order
+        return loss, grad
+
+    def loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, Arrays]:
+        """As Model.loss_grad: (mean loss, gradient by tensor) of one batch, no update."""
+        loss, grad = self._loss_grad(tokens, n_pos)
+        return loss, unflatten(grad, self.config)
 
     def train(self, tokens: np.ndarray, n_pos: np.ndarray, num_steps: int, lr: float = 0.01,
               beta1: float = 0.85, beta2: float = 0.99, eps: float = 1e-8) -> np.ndarray:
         """As Model.train: K Adam steps on tokens [K, B, T+1], n_pos [K, B]; K losses."""
         losses = np.zeros(len(tokens), np.float32)
         for k in range(len(tokens)):
-            losses[k], grad = self.loss_grad(tokens[k], n_pos[k])
+            losses[k], grad = self._loss_grad(tokens[k], n_pos[k])
             self.state = adam_step(self.state, grad, num_steps, lr, beta1, beta2, eps)
         return losses
 
