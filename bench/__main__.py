@@ -110,7 +110,7 @@ def finish(results: Path, sweep_rows: list[dict], job_rows: list[dict],
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bench``."""
-    from . import sweep
+    from . import report, sweep
 
     args = parse_args(argv)
     results: Path = args.results
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         compile_s = sweep.compile_times(results, args.build_log)
         rows = sweep.read_csv(sweep_csv)
         for r in rows:
-            b = "c" if r.get("backend") == "c-threads" else r.get("backend")
+            b = report.library(r.get("backend", ""))
             if b in compile_s:
                 r["compile_s"] = str(compile_s[b])
         finish(results, rows, sweep.read_csv(job_csv))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .configs import BenchConfig
+from .report import library
 
 SWEEP_COLUMNS = ["config", "n_embd", "n_layer", "block_size", "batch", "n_params", "data",
                  "backend", "train_tok_s", "sample_samples_s", "peak_rss_mb", "idle_rss_mb",
@@ -322,7 +323,7 @@ def measure_cell(backend: str, cfg: BenchConfig, s: Settings, compile_s: dict[st
         "sample_samples_s": _fmt(sa["samples_s"]) if sa else failed(sa_note),
         "peak_rss_mb": _fmt(tr["peak_rss_mb"]) if tr else "",
         "idle_rss_mb": _fmt(setup["idle_rss_mb"]) if setup else "",
-        "compile_s": _fmt(compile_s.get(backend)), "notes": "; ".join(notes),
+        "compile_s": _fmt(compile_s.get(library(backend))), "notes": "; ".join(notes),
         "n_head": cfg.n_head, "steps_per_call": tr["steps_per_call"] if tr else "",
         "train_steps": tr["steps"] if tr else "",
         "train_timed_s": _fmt(tr["timed_s"], 2) if tr else "",

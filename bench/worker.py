@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from .report import library
+
 now = time.perf_counter
 
 
@@ -63,7 +65,7 @@ class FutharkEngine:
         from microgpt_fut.runtime import Runtime
 
         # c-threads: the c kernels on `threads` contexts (DataParallelModel)
-        self.rt = Runtime("c" if backend == "c-threads" else backend, quiet=True)
+        self.rt = Runtime(library(backend), quiet=True)
         self.rts = runtimes(self.rt, threads) if backend == "c-threads" else None
 
     def model(self, config, params, num_steps: int):

@@ -46,8 +46,9 @@ def test_cell_on_c_threads(need_c):
     from bench.__main__ import backends_to_run
 
     row = sweep.measure_cell("c-threads", CONFIGS["B"], dataclasses.replace(FAST, threads=2),
-                             {}, sweep.vocab_size("names"))
+                             {"c": 12.0}, sweep.vocab_size("names"))
     assert row["train_tok_s"] > 0 and row["sample_samples_s"] > 0, row["notes"]
+    assert row["compile_s"] == 12.0  # c's library
     two, one = backends_to_run(None, 2), backends_to_run(None, 1)
     assert two[:2] == ["c", "c-threads"] and "c-threads" not in one
     assert [b for b in two if b != "c-threads"] == one

@@ -114,6 +114,12 @@ def _check_positive(ctx, param, value):
     return value
 
 
+def _check_threads(threads: int, backend: str) -> None:
+    if threads > 1 and backend != "c":
+        raise _bad_option(f"--threads {threads} applies to --backend c only (multicore, "
+                          "opencl and cuda run their own parallel kernels)")
+
+
 def _check_out(out: Path, data: Path | None = None) -> None:
     """Fail before training when the checkpoint could not be written (or would destroy
     a file that is not a checkpoint, such as the data)."""
@@ -253,9 +259,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     given = {name: ctx.params[name] for name in ctx.params
              if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
                                                    ParameterSource.ENVIRONMENT)}
-    if threads > 1 and backend != "c":
-        raise _bad_option(f"--threads {threads} applies to --backend c only (multicore, "
-                          "opencl and cuda run their own parallel kernels)")
+    _check_threads(threads, backend)
     ck = None
     if resume is None:
         settings = TrainSettings(num_steps=steps, batch_size=batch_size, lr=lr, seed=seed,
@@ -395,8 +399,7 @@ def _print_samples(names: list[str], quiet: bool) -> None:
               help="c backend: split the samples over N CPU threads (the names are the same).")
 def sample(num, temperature, checkpoint, seed, backend, device, threads):
     """Print names sampled from a trained checkpoint."""
-    if threads > 1 and backend != "c":
-        raise _bad_option(f"--threads {threads} applies to --backend c only")
+    _check_threads(threads, backend)
     if num == 0:
         return
     with _user_errors():

@@ -17,8 +17,8 @@ training does it across devices:
 Sampling splits the samples over the contexts the same way (each sample has its
 own random stream, so the names do not depend on the split).
 
-The host is in the loop once per step (``--steps-per-call`` fuses nothing here),
-which costs little once a step takes milliseconds (B >= 8 at n_embd >= 64).
+The host is in the loop once per step (``--steps-per-call`` fuses nothing here):
+about 1 ms, which pays off once a step takes several (n_embd >= 64, or B >= 64).
 Sums are taken in a fixed order, so a run is reproducible for a given N; runs
 with another N agree to float32 rounding.
 """
@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .model import PARAM_NAMES, GPTConfig, Model
+from .model import PARAM_NAMES, GPTConfig, Model, state_arrays
 from .runtime import Runtime
 
 Arrays = dict[str, np.ndarray]
@@ -126,12 +126,10 @@ class DataParallelModel:
         self.rt = rts[0]
         self.config = config
         self.state = state
-        # Adam moments for the contexts' states, made once per context: zero, as only
-        # the gradient is taken there (futhark-ffi passes device arrays through as they are)
-        zeros = [np.zeros(s, np.float32) for s in config.shapes().values()]
-        self._zeros = [rt.entry("get_adam_m", rt.entry("make_state", config.n_head, 0,
-                                                       *zeros, *zeros, *zeros))
-                       for rt in rts]
+        # Adam moments for the contexts' states, made once per context: zero (a fresh
+        # model's), as only the gradient is taken there (futhark-ffi passes device
+        # arrays through as they are)
+        self._zeros = [rt.entry("get_adam_m", Model.init(rt, config, 0).state) for rt in rts]
         self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
 
     @classmethod
@@ -145,18 +143,11 @@ class DataParallelModel:
                     m: Arrays | None = None, v: Arrays | None = None,
                     step: int = 0) -> "DataParallelModel":
         """As Model.from_arrays (a checkpoint); raises ValueError on a shape mismatch."""
-        config.validate()
-        shapes = config.shapes()
-        zeros = {n: np.zeros(shapes[n], np.float32) for n in PARAM_NAMES}
-        arrays = []
-        for group, d in (("", params), ("adam.m.", m if m is not None else zeros),
-                         ("adam.v.", v if v is not None else zeros)):
-            for n in PARAM_NAMES:  # the checks and message of Model.from_arrays
-                if np.shape(d[n]) != shapes[n]:
-                    raise ValueError(f"tensor {group}{n} has shape {np.shape(d[n])}, "
-                                     f"config needs {shapes[n]}")
-            arrays.append(flatten(d))
-        return cls(rts, config, HostState(*arrays, step))
+        arrays = state_arrays(config, params, m, v)
+        k = len(PARAM_NAMES)
+        params_m_v = [np.concatenate([a.ravel() for a in arrays[i:i + k]])
+                      for i in range(0, len(arrays), k)]
+        return cls(rts, config, HostState(*params_m_v, step))
 
     def _device_model(self, i: int) -> Model:
         """Context i holding the current parameters (Adam moments zero: only the

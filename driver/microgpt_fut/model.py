@@ -87,6 +87,29 @@ def stack(tensors: dict[str, np.ndarray], n_layer: int, prefix: str = "") -> dic
     return out
 
 
+def state_arrays(config: GPTConfig, params: dict[str, np.ndarray],
+                 m: dict[str, np.ndarray] | None = None,
+                 v: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+    """The 27 arrays of a state in make_state's order (params, then Adam's m and v,
+    each in PARAM_NAMES order), as contiguous float32; m and v zero when not given.
+
+    Raises ValueError naming the first tensor whose shape does not match ``config``.
+    """
+    config.validate()
+    shapes = config.shapes()
+    zeros = {n: np.zeros(s, np.float32) for n, s in shapes.items()}
+    arrays = []
+    for group, d in (("", params), ("adam.m.", m if m is not None else zeros),
+                     ("adam.v.", v if v is not None else zeros)):
+        for n in PARAM_NAMES:
+            a = np.ascontiguousarray(d[n], dtype=np.float32)
+            if a.shape != shapes[n]:
+                raise ValueError(f"tensor {group}{n} has shape {a.shape}, "
+                                 f"config needs {shapes[n]}")
+            arrays.append(a)
+    return arrays
+
+
 class Model:
     """A GPT whose parameters, Adam moments and step count stay on the device.
 
@@ -117,20 +140,7 @@ class Model:
 
         Raises ValueError when an array's shape does not match ``config``.
         """
-        config.validate()
-        shapes = config.shapes()
-        zeros = {n: np.zeros(s, np.float32) for n, s in shapes.items()}
-        m = m if m is not None else zeros
-        v = v if v is not None else zeros
-        arrays = []
-        for group, d in (("", params), ("adam.m.", m), ("adam.v.", v)):
-            for n in PARAM_NAMES:
-                a = np.ascontiguousarray(d[n], dtype=np.float32)
-                if a.shape != shapes[n]:
-                    raise ValueError(f"tensor {group}{n} has shape {a.shape}, "
-                                     f"config needs {shapes[n]}")
-                arrays.append(a)
-        state = rt.entry("make_state", config.n_head, step, *arrays)
+        state = rt.entry("make_state", config.n_head, step, *state_arrays(config, params, m, v))
         return cls(rt, config, state)
 
     def _arrays(self, entry: str) -> dict[str, np.ndarray]:
