@@ -126,6 +126,8 @@ kernel_cflags() {  # kernel_cflags BACKEND: C flags for futhark-ffi's build of t
   if cpu_backend "$1"; then
     echo "-O3 -g0 -fwrapv -DNDEBUG -march=native -fassociative-math -fno-signed-zeros" \
          "-fno-trapping-math -ffp-contract=fast -fno-math-errno"
+  elif [ "$1" = cuda ] && [ -d "$CUDA_DIR/include" ]; then
+    echo "-O1 -g0 -fwrapv -DNDEBUG -I$CUDA_DIR/include"
   else
     echo "-O1 -g0 -fwrapv -DNDEBUG"
   fi
@@ -138,6 +140,17 @@ build_hash() {  # build_hash BACKEND: changes when the sources or the C flags ch
   { cat futhark/*.fut; kernel_cc "$1"; kernel_cflags "$1"; heads_by_slices "$1"; echo "${CFLAGS:-}"; } |
     sha256sum | cut -c1-16
 }
+CUDA_DIR=${CUDA_HOME:-/usr/local/cuda}
+kernel_ldflags() {  # kernel_ldflags BACKEND: where the cuda build finds libcudart/libnvrtc
+  if [ "$1" = cuda ] && [ -d "$CUDA_DIR/lib64" ]; then echo "-L$CUDA_DIR/lib64 -L$CUDA_DIR/lib64/stubs"; fi
+}
+cuda_fixup() {  # cuda_fixup FILE: Futhark 0.25.32's host code against CUDA 13's cuda.h
+  # CUDA 13 maps cuCtxCreate to cuCtxCreate_v4, which takes a parameters pointer
+  # (NULL: the defaults); the generated code calls the 3-argument form.
+  if grep -qs cuCtxCreate_v4 /usr/include/cuda.h "$CUDA_DIR/include/cuda.h"; then
+    sed -i 's/cuCtxCreate(&ctx->cu_ctx, 0, ctx->dev)/cuCtxCreate(\&ctx->cu_ctx, NULL, 0, ctx->dev)/' "$1"
+  fi
+}
 compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log in build/NAME/build.log
   local b=$1 out=$BUILD/$1 t0
   t0=$(date +%s)
@@ -149,9 +162,11 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
       "$out/src/layout.fut" || return 1
   {
     "$FUT" "$b" --library -o "$out/microgpt_$b" "$out/src/microgpt.fut" &&
+    if [ "$b" = cuda ]; then cuda_fixup "$out/microgpt_cuda.c"; fi &&
     # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the
     # optimisation level is given here; -g0 halves gcc's time on the generated C.
     (cd "$out" && CC="$(kernel_cc "$b")" CFLAGS="$(kernel_cflags "$b") ${CFLAGS:-}" \
+                   LDFLAGS="$(kernel_ldflags "$b") ${LDFLAGS:-}" \
                    "$VENV/bin/build_futhark_ffi" "microgpt_$b")
   } > "$out/build.log" 2>&1 || return 1
   build_hash "$b" > "$out/.src_hash"
