@@ -100,7 +100,8 @@ fi
 
 # --- 4. compile the kernels, one library per backend ---------------------------
 default_backends="c multicore opencl"
-if command -v nvcc >/dev/null && [ -e /usr/include/cuda.h -o -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ] \
+CUDA_DIR=${CUDA_HOME:-/usr/local/cuda}  # the CUDA toolkit, when its headers are not in /usr/include
+if command -v nvcc >/dev/null && [ -e /usr/include/cuda.h -o -e "$CUDA_DIR/include/cuda.h" ] \
    && ldconfig -p | grep -q 'libcuda\.so'; then
   default_backends="$default_backends cuda"
 else
@@ -140,7 +141,6 @@ build_hash() {  # build_hash BACKEND: changes when the sources or the C flags ch
   { cat futhark/*.fut; kernel_cc "$1"; kernel_cflags "$1"; heads_by_slices "$1"; echo "${CFLAGS:-}"; } |
     sha256sum | cut -c1-16
 }
-CUDA_DIR=${CUDA_HOME:-/usr/local/cuda}
 kernel_ldflags() {  # kernel_ldflags BACKEND: where the cuda build finds libcudart/libnvrtc
   if [ "$1" = cuda ] && [ -d "$CUDA_DIR/lib64" ]; then echo "-L$CUDA_DIR/lib64 -L$CUDA_DIR/lib64/stubs"; fi
 }
