@@ -229,8 +229,9 @@ about 1e-6)."""
 @click.option("--steps-per-call", type=int, default=50, show_default=True,
               callback=_check_positive, help="Training steps fused into one kernel call.")
 @click.option("--threads", type=int, default=1, show_default=True, callback=_check_positive,
-              help="c backend: split each batch over N CPU threads (at most the cores, at "
-                   "most --batch-size), one kernel context each; their gradients make one "
+              help="c backend: split each batch over N CPU threads, one kernel context each "
+                   "(use at most the cores; more than --batch-size is cut to it); their "
+                   "gradients make one "
                    "Adam step. Pays off when a step takes more than a few ms (--n-embd 64 and "
                    "up, or larger batches).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("model.safetensors"),
