@@ -1,9 +1,18 @@
--- | Build-time choice between two formulations of the same model, for the
--- backend being compiled.  build.sh compiles each backend from its own copy of
--- futhark/ and rewrites this file there; this default is the CPU choice.
+-- | Build-time choices between formulations of the same model, for the backend
+-- being compiled.  build.sh compiles each backend from its own copy of futhark/
+-- and sets every constant here to true for c/multicore and false for the GPU
+-- backends; these defaults are the CPU choice.
 
 -- | true: multi-head attention by weight slices (`attention_by_slices`), and
 -- sampling's KV cache read by column slices (`gpt_tokens`): no integer divisions
 -- in c/multicore inner loops; false: by reshaping the activations
 -- (`attention_by_reshapes`, `split_heads`), the form the GPU backends compile.
 def heads_by_slices : bool = true
+
+-- | true: `gpt_seq` runs layers 0..L-2 in a loop and the last layer after it, so
+-- that `vjp2` keeps that layer's intermediate values instead of running its
+-- forward again (instructions per training step on c: microgpt's job -16%,
+-- n_embd 16 B 32 -21%, n_embd 64 2 layers -10%, n_embd 128 4 layers -5%; but
+-- `futhark c` takes 4x longer, fusing the bigger derivative); false: all layers
+-- in the loop, for the GPU backends, whose compile is the longest part of build.sh.
+def last_layer_apart : bool = true

@@ -158,9 +158,14 @@ def block [C][T][F] (n_head: i64)
 def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
             (tokens: [n]i64) : [n][V]f32 =
   let x = map2 (\tok pos -> rmsnorm (map2 (+) p.wte[tok] p.wpe[pos])) tokens (iota n)
-  let x = loop x for li < L do
-            block n_head p.attn_wq[li] p.attn_wk[li] p.attn_wv[li] p.attn_wo[li]
-                  p.mlp_fc1[li] p.mlp_fc2[li] x
+  let layer (li: i64) (x: [n][C]f32) : [n][C]f32 =
+    block n_head p.attn_wq[li] p.attn_wk[li] p.attn_wv[li] p.attn_wo[li]
+          p.mlp_fc1[li] p.mlp_fc2[li] x
+  -- Reverse AD of a loop runs each iteration's forward again for the values its
+  -- derivative needs; a layer after the loop keeps them (layout.fut).
+  let x = if last_layer_apart
+          then layer (L - 1) (loop x for li < L - 1 do layer li x)
+          else loop x for li < L do layer li x
   in map (`linear` p.lm_head) x
 
 -- | One head's attention for the newest token at `pos`, over a KV cache whose
