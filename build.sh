@@ -172,20 +172,31 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
   build_hash "$b" > "$out/.src_hash"
   say "backend $b compiled in $(( $(date +%s) - t0 )) s (C compiler: $(basename "$(kernel_cc "$b")"))"
 }
-pids=() names=()
+todo=()
 for b in $BACKENDS; do
   out=$BUILD/$b
   if [ -f "$out/.src_hash" ] && [ "$(cat "$out/.src_hash")" = "$(build_hash "$b")" ] && ls "$out"/_microgpt_"$b"*.so >/dev/null 2>&1; then
     say "backend $b up to date"
-    continue
+  else
+    todo+=("$b")
   fi
-  say "compiling backend $b in the background (futhark $b --library; opencl takes several minutes)"
-  compile_backend "$b" & pids+=($!) names+=("$b")
 done
-failed=""
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}" || failed="$failed ${names[$i]}"
+# Each GPU backend compiles in its own background job: theirs are the longest compiles.
+# On fewer than 4 cores the CPU backends share one job, one after the other, so that
+# they do not slow the longest one down (2 cores: 7.2 -> 6 minutes in all).
+cpu=() pids=()
+for b in "${todo[@]}"; do
+  if cpu_backend "$b" && [ "$(nproc)" -lt 4 ]; then cpu+=("$b"); continue; fi
+  say "compiling backend $b in the background (futhark $b --library)"
+  compile_backend "$b" & pids+=($!)
 done
+if [ ${#cpu[@]} -gt 0 ]; then
+  say "compiling backend(s) ${cpu[*]} in the background, one after the other"
+  ( for b in "${cpu[@]}"; do compile_backend "$b" || true; done ) & pids+=($!)
+fi
+for p in "${pids[@]}"; do wait "$p" || true; done
+failed=""  # compile_backend writes .src_hash last, only when the backend compiled
+for b in "${todo[@]}"; do [ -f "$BUILD/$b/.src_hash" ] || failed="$failed $b"; done
 for b in $failed; do
   printf 'build.sh: compiling backend %s failed; the end of %s:\n' "$b" "$BUILD/$b/build.log" >&2
   tail -n 20 "$BUILD/$b/build.log" >&2
