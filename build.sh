@@ -157,10 +157,13 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
   t0=$(date +%s)
   mkdir -p "$out"
   rm -f "$out/.src_hash"
-  # each backend compiles its own copy of futhark/, with layout.fut set for it
-  rm -rf "$out/src" && cp -r futhark "$out/src" &&
-    sed -i "s/^\(def [a-z_]* : bool =\) .*/\1 $(layout "$b")/" "$out/src/layout.fut" || return 1
   {
+    # each backend compiles its own copy of futhark/, with layout.fut set for it
+    rm -rf "$out/src" && cp -r futhark "$out/src" &&
+    sed -i "s/^\(def [a-z0-9_]* : bool =\) .*/\1 $(layout "$b")/" "$out/src/layout.fut" &&
+    { [ "$(grep -c '^def ' "$out/src/layout.fut")" = \
+        "$(grep -c "^def [a-z0-9_]* : bool = $(layout "$b")\$" "$out/src/layout.fut")" ] ||
+      { echo "futhark/layout.fut may hold only 'def NAME : bool = ...' constants"; false; }; } &&
     "$FUT" "$b" --library -o "$out/microgpt_$b" "$out/src/microgpt.fut" &&
     if [ "$b" = cuda ]; then cuda_fixup "$out/microgpt_cuda.c"; fi &&
     # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the
@@ -172,32 +175,35 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
   build_hash "$b" > "$out/.src_hash"
   say "backend $b compiled in $(( $(date +%s) - t0 )) s (C compiler: $(basename "$(kernel_cc "$b")"))"
 }
-todo=()
+up_to_date() {  # up_to_date BACKEND: its library is built from the current sources and flags
+  [ -f "$BUILD/$1/.src_hash" ] && [ "$(cat "$BUILD/$1/.src_hash")" = "$(build_hash "$1")" ] &&
+    ls "$BUILD/$1"/_microgpt_"$1"*.so >/dev/null 2>&1
+}
+todo=() ncpu=0 ngpu=0
 for b in $BACKENDS; do
-  out=$BUILD/$b
-  if [ -f "$out/.src_hash" ] && [ "$(cat "$out/.src_hash")" = "$(build_hash "$b")" ] && ls "$out"/_microgpt_"$b"*.so >/dev/null 2>&1; then
-    say "backend $b up to date"
-  else
-    todo+=("$b")
-  fi
+  if up_to_date "$b"; then say "backend $b up to date"; continue; fi
+  todo+=("$b")
+  if cpu_backend "$b"; then ncpu=$((ncpu + 1)); else ngpu=$((ngpu + 1)); fi
 done
+share=0  # 1: the CPU backends compile in one job
+[ "$ngpu" -gt 0 ] && [ "$ncpu" -gt 1 ] && [ "$(nproc)" -lt 4 ] && share=1
 # Each GPU backend compiles in its own background job: theirs are the longest compiles.
-# On fewer than 4 cores the CPU backends share one job, one after the other, so that
-# they slow the longest one down less (2 vCPUs here, one fresh clone each way: opencl
-# compiled in 396 s instead of 434 s, and .ci/run took 7.6 minutes instead of 8.3).
+# Beside one, on fewer than 4 cores, the CPU backends share one job, one after the
+# other, so that they slow the longest one down less (2 vCPUs here, one fresh clone
+# each way: opencl compiled in 396 s instead of 434 s; .ci/run took 7.6 minutes, not 8.3).
 cpu=() pids=()
 for b in "${todo[@]}"; do
-  if cpu_backend "$b" && [ "$(nproc)" -lt 4 ]; then cpu+=("$b"); continue; fi
+  if cpu_backend "$b" && [ "$share" = 1 ]; then cpu+=("$b"); continue; fi
   say "compiling backend $b in the background (futhark $b --library)"
   compile_backend "$b" & pids+=($!)
 done
 if [ ${#cpu[@]} -gt 0 ]; then
-  say "compiling backend(s) ${cpu[*]} in the background, one after the other"
+  say "compiling backends ${cpu[*]} in the background, one after the other"
   ( for b in "${cpu[@]}"; do compile_backend "$b" || true; done ) & pids+=($!)
 fi
 for p in "${pids[@]}"; do wait "$p" || true; done
-failed=""  # compile_backend writes .src_hash last, only when the backend compiled
-for b in "${todo[@]}"; do [ -f "$BUILD/$b/.src_hash" ] || failed="$failed $b"; done
+failed=""
+for b in "${todo[@]}"; do up_to_date "$b" || failed="$failed $b"; done
 for b in $failed; do
   printf 'build.sh: compiling backend %s failed; the end of %s:\n' "$b" "$BUILD/$b/build.log" >&2
   tail -n 20 "$BUILD/$b/build.log" >&2
