@@ -179,28 +179,13 @@ up_to_date() {  # up_to_date BACKEND: its library is built from the current sour
   [ -f "$BUILD/$1/.src_hash" ] && [ "$(cat "$BUILD/$1/.src_hash")" = "$(build_hash "$1")" ] &&
     ls "$BUILD/$1"/_microgpt_"$1"*.so >/dev/null 2>&1
 }
-todo=() ncpu=0 ngpu=0
+todo=() pids=()
 for b in $BACKENDS; do
   if up_to_date "$b"; then say "backend $b up to date"; continue; fi
   todo+=("$b")
-  if cpu_backend "$b"; then ncpu=$((ncpu + 1)); else ngpu=$((ngpu + 1)); fi
-done
-share=0  # 1: the CPU backends compile in one job
-[ "$ngpu" -gt 0 ] && [ "$ncpu" -gt 1 ] && [ "$(nproc)" -lt 4 ] && share=1
-# Each GPU backend compiles in its own background job: theirs are the longest compiles.
-# Beside one, on fewer than 4 cores, the CPU backends share one job, one after the
-# other, so that they slow the longest one down less (2 vCPUs here, one fresh clone
-# each way: opencl compiled in 396 s instead of 434 s; .ci/run took 7.6 minutes, not 8.3).
-cpu=() pids=()
-for b in "${todo[@]}"; do
-  if cpu_backend "$b" && [ "$share" = 1 ]; then cpu+=("$b"); continue; fi
-  say "compiling backend $b in the background (futhark $b --library)"
+  say "compiling backend $b in the background (futhark $b --library; opencl takes several minutes)"
   compile_backend "$b" & pids+=($!)
 done
-if [ ${#cpu[@]} -gt 0 ]; then
-  say "compiling backends ${cpu[*]} in the background, one after the other"
-  ( for b in "${cpu[@]}"; do compile_backend "$b" || true; done ) & pids+=($!)
-fi
 for p in "${pids[@]}"; do wait "$p" || true; done
 failed=""
 for b in "${todo[@]}"; do up_to_date "$b" || failed="$failed $b"; done
