@@ -4,6 +4,9 @@
 #   ./build.sh                 everything: system packages, futhark, venv, all backends
 #   BACKENDS="c multicore" ./build.sh    only these backends
 #
+# Besides the backends it compiles seed_port, the benchmark's baseline of the seed
+# port's formulation (bench/seed_port.fut, futhark c), which the driver never loads.
+#
 # Idempotent: each step checks what is already there; kernels are recompiled only
 # when a file under futhark/ changed (opencl compiles take minutes).
 set -euo pipefail
@@ -99,7 +102,7 @@ else
 fi
 
 # --- 4. compile the kernels, one library per backend ---------------------------
-default_backends="c multicore opencl"
+default_backends="c multicore opencl seed_port"
 CUDA_DIR=${CUDA_HOME:-/usr/local/cuda}  # the CUDA toolkit, when its headers are not in /usr/include
 if command -v nvcc >/dev/null && [ -e /usr/include/cuda.h -o -e "$CUDA_DIR/include/cuda.h" ] \
    && ldconfig -p | grep -q 'libcuda\.so'; then
@@ -109,7 +112,13 @@ else
 fi
 BACKENDS=${BACKENDS:-$default_backends}
 cpu_backend() {  # cpu_backend BACKEND: true for c/multicore, whose kernels are the generated C
-  case $1 in c|multicore) return 0 ;; *) return 1 ;; esac
+  case $1 in c|multicore|seed_port) return 0 ;; *) return 1 ;; esac
+}
+futhark_backend() {  # futhark_backend BACKEND: the futhark compiler command that builds it
+  if [ "$1" = seed_port ]; then echo c; else echo "$1"; fi
+}
+program() {  # program BACKEND: the Futhark source it is compiled from
+  if [ "$1" = seed_port ]; then echo bench/seed_port.fut; else echo futhark/microgpt.fut; fi
 }
 # clang, when there is one (pocl depends on it), for the c/multicore kernels:
 # it vectorises the generated loops, where gcc 12 leaves the big training
@@ -133,13 +142,25 @@ kernel_cflags() {  # kernel_cflags BACKEND: C flags for futhark-ffi's build of t
     echo "-O1 -g0 -fwrapv -DNDEBUG"
   fi
 }
-layout() {  # layout BACKEND: the value of every constant in futhark/layout.fut for it
-  # GPU backends: Futhark 0.25.32 stops with an internal error on the head slices,
-  # and a layer outside the loop would lengthen their (already longest) compile.
-  if cpu_backend "$1"; then echo true; else echo false; fi
+layout() {  # layout BACKEND CONSTANT: that futhark/layout.fut constant's value for BACKEND
+  case $2 in
+    # GPU backends: Futhark 0.25.32 stops with an internal error on the head slices.
+    # seed_port: its vjp2 through sliced reads of the in-place-updated KV cache gives
+    # wrong key/value gradients (against finite differences); the reshaped reads do not.
+    heads_by_slices) if cpu_backend "$1" && [ "$1" != seed_port ]; then echo true; else echo false; fi ;;
+    # c only: it is the fast CPU backend, and this form makes futhark's compile ~3x
+    # longer (multicore: 30 -> 91 s of futhark, 72 -> 97 s of clang; GPU: longest already)
+    last_layer_apart) if [ "$1" = c ]; then echo true; else echo false; fi ;;
+    *) return 1 ;;
+  esac
+}
+layout_constants() {  # layout_constants: the names defined in futhark/layout.fut
+  sed -n 's/^def \([a-z0-9_]*\) .*/\1/p' futhark/layout.fut
 }
 build_hash() {  # build_hash BACKEND: changes when the sources or the C flags change
-  { cat futhark/*.fut; kernel_cc "$1"; kernel_cflags "$1"; layout "$1"; echo "${CFLAGS:-}"; } |
+  { cat futhark/*.fut "$(program "$1")"; kernel_cc "$1"; kernel_cflags "$1"
+    for c in $(layout_constants); do echo "$c=$(layout "$1" "$c" || true)"; done
+    echo "${CFLAGS:-}"; } |
     sha256sum | cut -c1-16
 }
 kernel_ldflags() {  # kernel_ldflags BACKEND: where the cuda build finds libcudart/libnvrtc
@@ -159,12 +180,14 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
   rm -f "$out/.src_hash"
   {
     # each backend compiles its own copy of futhark/, with layout.fut set for it
-    rm -rf "$out/src" && cp -r futhark "$out/src" &&
-    sed -i "s/^\(def [a-z0-9_]* : bool =\) .*/\1 $(layout "$b")/" "$out/src/layout.fut" &&
-    { [ "$(grep -c '^def ' "$out/src/layout.fut")" = \
-        "$(grep -c "^def [a-z0-9_]* : bool = $(layout "$b")\$" "$out/src/layout.fut")" ] ||
-      { echo "futhark/layout.fut may hold only 'def NAME : bool = ...' constants"; false; }; } &&
-    "$FUT" "$b" --library -o "$out/microgpt_$b" "$out/src/microgpt.fut" &&
+    rm -rf "$out/src" && cp -r futhark "$out/src" && cp "$(program "$b")" "$out/src/" &&
+    for c in $(layout_constants); do
+      v=$(layout "$b" "$c") && grep -q "^def $c : bool = " "$out/src/layout.fut" ||
+        { echo "futhark/layout.fut: '$c' must be 'def $c : bool = ...' with a value in build.sh's layout()"; return 1; }
+      sed -i "s/^\(def $c : bool =\) .*/\1 $v/" "$out/src/layout.fut"
+    done &&
+    "$FUT" "$(futhark_backend "$b")" --library -o "$out/microgpt_$b" \
+      "$out/src/$(basename "$(program "$b")")" &&
     if [ "$b" = cuda ]; then cuda_fixup "$out/microgpt_cuda.c"; fi &&
     # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the
     # optimisation level is given here; -g0 halves gcc's time on the generated C.
@@ -183,7 +206,7 @@ todo=() pids=()
 for b in $BACKENDS; do
   if up_to_date "$b"; then say "backend $b up to date"; continue; fi
   todo+=("$b")
-  say "compiling backend $b in the background (futhark $b --library; opencl takes several minutes)"
+  say "compiling backend $b in the background (futhark $(futhark_backend "$b") --library; opencl takes several minutes)"
   compile_backend "$b" & pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || true; done

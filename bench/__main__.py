@@ -21,7 +21,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--quick", action="store_true", help="configurations A-C only (~3 min)")
     p.add_argument("--configs", help=f"comma-separated, from {','.join(CONFIGS)} (default: all)")
-    p.add_argument("--backends", help="comma-separated: our built backends and/or torch "
+    p.add_argument("--backends", help="comma-separated: our built backends, c-threads, "
+                                      "seed_port (microgpt's job only) and/or torch "
                                       "(default: all built ones and torch)")
     p.add_argument("--steps-per-call", type=int, default=d.steps_per_call,
                    help="K: training steps fused into one Model.train call (default %(default)s)")
@@ -61,18 +62,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def backends_to_run(spec: str | None, threads: int = 1) -> list[str]:
     """Backends named by --backends (checked), or every built one plus torch (and
-    c-threads, the c kernels on ``threads`` threads, when threads > 1)."""
+    c-threads, the c kernels on ``threads`` threads, when threads > 1; and the
+    seed_port baseline, for microgpt's job, when build.sh has compiled it)."""
     from microgpt_fut.runtime import BACKENDS, built_backends
+
+    from . import seed_port
 
     built = built_backends()
     if not spec:
         threaded = ["c-threads"] if "c" in built and threads > 1 else []
-        return built[:1] + threaded + built[1:] + ["torch"]
+        baseline = [seed_port.NAME] if seed_port.built() else []
+        return built[:1] + threaded + built[1:] + baseline + ["torch"]
     names = [b.strip() for b in spec.split(",") if b.strip()]
     for b in names:
+        if b == seed_port.NAME:
+            if not seed_port.built():
+                raise SystemExit(f"{b} is not built: run BACKENDS={b} ./build.sh")
+            continue
         if b != "torch" and b != "c-threads" and b not in BACKENDS:
             raise SystemExit(f"unknown backend {b!r}: choose from {', '.join(BACKENDS)}, "
-                             "c-threads, torch")
+                             f"c-threads, {seed_port.NAME}, torch")
         if b == "c-threads" and "c" not in built:
             raise SystemExit("c-threads needs the c backend, which is not built")
         if b not in ("torch", "c-threads") and b not in built:
@@ -165,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         for cfg in configs:
             for b in backends:
                 if b == "c-threads" and cfg.batch < 2:  # one row cannot be split: it is c
+                    continue
+                if b == "seed_port":  # microgpt's sizes only, fixed at compile time
                     continue
                 skip = rule.reasons(b, cfg, vocab[cfg.data])
                 row = sweep.measure_cell(b, cfg, s, compile_s, vocab[cfg.data], skip)

@@ -405,7 +405,8 @@ def write_csv(path: Path, rows: list[dict], columns: list[str], keys: tuple[str,
     new_keys = {tuple(str(r[k]) for k in keys) for r in rows}
     kept = [r for r in old if tuple(r.get(k, "") for k in keys) not in new_keys]
     allrows = kept + [{c: r.get(c, "") for c in columns} for r in rows]
-    order = {"c": 0, "c-threads": 0.5, "multicore": 1, "opencl": 2, "cuda": 3, "torch": 9}
+    order = {"c": 0, "c-threads": 0.5, "multicore": 1, "opencl": 2, "cuda": 3, "seed_port": 8,
+             "torch": 9}
     allrows.sort(key=lambda r: tuple((order.get(str(r.get(k)), 5), str(r.get(k)))
                                      if k == "backend" else str(r.get(k)) for k in keys))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 -- | Build-time choices between formulations of the same model, for the backend
 -- being compiled.  build.sh compiles each backend from its own copy of futhark/
--- and sets every constant here to true for c/multicore and false for the GPU
--- backends; these defaults are the CPU choice.
+-- and sets each constant here per backend (its `layout` function); these
+-- defaults are the c backend's choice.
 
 -- | true: multi-head attention by weight slices (`attention_by_slices`), and
 -- sampling's KV cache read by column slices (`gpt_tokens`): no integer divisions
@@ -13,6 +13,7 @@ def heads_by_slices : bool = true
 -- that `vjp2` keeps that layer's intermediate values instead of running its
 -- forward again (instructions per training step on c: microgpt's job -16%,
 -- n_embd 16 B 32 -21%, n_embd 64 2 layers -10%, n_embd 128 4 layers -5%; but
--- `futhark c` takes 4x longer, fusing the bigger derivative); false: all layers
--- in the loop, for the GPU backends, whose compile is the longest part of build.sh.
+-- `futhark c` takes 4x longer, fusing the bigger derivative); true on c only.
+-- false: all layers in the loop, for multicore (slower than c anyway, and the
+-- form tripled its futhark compile) and the GPU backends (the longest compiles).
 def last_layer_apart : bool = true

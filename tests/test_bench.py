@@ -85,6 +85,55 @@ def test_default_job_on_c(need_c):
     assert low * 0.999 <= row["train_s"] <= high * 1.001  # all rounded to 4 digits
 
 
+@pytest.fixture(scope="module")
+def need_seed_port():
+    from bench import seed_port
+
+    if not seed_port.built():
+        pytest.skip("the seed_port baseline is not built (BACKENDS=seed_port ./build.sh)")
+
+
+def test_seed_port_computes_microgpts_job(need_c, need_seed_port):
+    """The seed port's formulation (token-by-token through a KV cache inside vjp2)
+    against the float64 reference and our c backend (whole sequence, causal mask):
+    same initialisation, first loss = the reference loss, 30 steps of one document
+    each = c's 30 losses with num_steps 30."""
+    import numpy as np
+    import reference as R
+
+    from bench.datasets import load_docs
+    from bench.seed_port import SeedPort
+    from conftest import get_runtime
+    from microgpt_fut.data import Vocab, shuffled
+    from microgpt_fut.model import GPTConfig, Model
+
+    docs, _ = load_docs("names", 16)
+    vocab = Vocab.from_docs(docs)
+    tokens, n_pos, _ = vocab.encode(shuffled(docs, 42), 16)
+    S = 30
+    losses = SeedPort().job(vocab.size, 42, tokens[:S], n_pos[:S])
+    assert losses.shape == (S,) and losses.dtype == np.float32
+    model = Model.init(get_runtime("c"), GPTConfig(vocab.size), 42)
+    assert losses[0] == pytest.approx(
+        R.batch_loss(model.params(), tokens[:1], n_pos[:1], 4), rel=1e-5)
+    ours = model.train(tokens[:S, None], n_pos[:S, None], S)
+    np.testing.assert_allclose(losses, ours, rtol=2e-4)
+    assert losses[-10:].mean() < losses[:10].mean() - 0.2  # it learns
+    with pytest.raises(ValueError, match=r"seed_port: tokens must be \[S, 17\]"):
+        SeedPort().job(vocab.size, 42, tokens[:2, :16], n_pos[:2])
+
+
+def test_default_job_on_seed_port(need_seed_port):
+    """The baseline's row of default_job.csv: a time, microgpt's loss range, the
+    whole job in one call; the targets line puts it beside our best."""
+    row = sweep.measure_default_job("seed_port", FAST)
+    assert row["train_s"] > 0, row["notes"]
+    assert 1.5 < row["loss_last100"] < 3.0 and row["steps_per_call"] == 1000
+    from bench.__main__ import backends_to_run
+
+    assert "seed_port" in backends_to_run(None, 1) and backends_to_run("seed_port") == ["seed_port"]
+
+
 def test_skip_rule():
     """After a timeout, configurations that are more work are skipped, cheaper ones not."""
     rule, v = sweep.SkipRule(), 66
@@ -146,9 +195,12 @@ def test_tables_and_targets(tmp_path):
     assert md.splitlines()[0].startswith("| config | backend |")
     assert "| 3.00x |" in md and "timeout" in md
     job = [{"backend": "c", "train_s": 0.04, "loss_last100": 2.30, "job_s": 0.1},
+           {"backend": "seed_port", "train_s": 0.2, "loss_last100": 2.31},
            {"backend": "torch", "train_s": 2.0, "loss_last100": 2.32}]
     lines = report.targets(r, job)
     assert lines[0].startswith("default job") and lines[0].endswith("met")
+    assert "c 0.040 s" in lines[0] and "5.0x the seed port's formulation, 0.200 s" in lines[0]
+    assert "5.0x" not in report.targets(r, [job[0], job[2]])[0]
     assert any(line.startswith("tokens/s vs torch at B >= 3x: met") for line in lines)
     assert any(line.startswith("tokens/s vs torch at C >= 1x: missed") for line in lines)
     assert any(line.startswith("peak RSS <= 1.5x torch at B: met") for line in lines)

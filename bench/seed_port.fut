@@ -1,0 +1,52 @@
+-- | The seed port's formulation of microgpt's default job, as a baseline for
+-- `python -m bench` (backend "seed_port").  Not our training path: the public
+-- Futhark port (mmjjnn/futhark-microgpt) keeps microgpt's sizes as compile-time
+-- constants, trains one document per step with a token-by-token loop (one token
+-- through a KV cache, as microgpt's `gpt`) inside `vjp2`, and runs the whole
+-- job in one call.  This file does the same with our own pieces (`gpt_tokens`,
+-- `mk_params`, `adam`, `nll`), so that the bench times that formulation beside
+-- ours in the same run, compiled by the same compiler and flags as our c backend.
+-- build.sh compiles it with futhark/ (`BACKENDS=seed_port ./build.sh`), its
+-- `heads_by_slices` false: with the KV cache read by column slices, Futhark
+-- 0.25.32's `vjp2` of this loop gave wrong key and value gradients (checked
+-- against finite differences); read by reshapes they are right.
+
+import "nn"
+import "model"
+import "train"
+
+-- microgpt's sizes, fixed at compile time as in the seed port.
+def n_embd : i64 = 16
+def n_head : i64 = 4
+def n_layer : i64 = 1
+def block_size : i64 = 16
+def mlp_width : i64 = 4 * n_embd
+
+-- | microgpt's loss on one document: tokens [block_size+1] (BOS + doc + BOS,
+-- padded), the first n_valid positions predicted one token at a time through
+-- the KV cache, as microgpt's training loop does.
+def doc_loss [V] (p: params [V][n_embd][block_size][n_layer][mlp_width])
+             (tokens: [block_size + 1]i64) (n_valid: i64) : f32 =
+  let keys = replicate n_layer (replicate 1 (replicate block_size (replicate n_embd 0f32)))
+  let values = replicate n_layer (replicate 1 (replicate block_size (replicate n_embd 0f32)))
+  let (loss, _, _) =
+    loop (loss, keys, values) = (0f32, keys, values) for pos < n_valid do
+      let (logits, keys, values) = gpt_tokens p n_head [tokens[pos]] pos keys values
+      in (loss + nll logits[0] tokens[pos + 1], keys, values)
+  in loss / f32.i64 n_valid
+
+-- | microgpt's whole job in one call: step s trains on docs[s] (tokens [S][T+1],
+-- n_pos [S], as the driver encodes them) with Adam and microgpt's linear lr
+-- decay over S steps, from microgpt's initialisation under `seed`.  Returns the
+-- S losses (an array: futhark-ffi reads scalars without a sync).
+entry job [S] (vocab_size: i64) (seed: i64) (tokens: [S][block_size + 1]i64) (n_pos: [S]i64)
+    : [S]f32 =
+  let p = mk_params seed vocab_size n_embd block_size n_layer mlp_width
+  let s0 : state [vocab_size][n_embd][block_size][n_layer][mlp_width] =
+    {params = p, m = params_zeros p, v = params_zeros p, step = 0, n_head}
+  -- (copy: params_zeros' results may alias p, and the loop consumes its state)
+  let (_, losses) =
+    loop (s, losses) = (copy s0, replicate S 0f32) for k < S do
+      let (loss, grad) = vjp2 (\p -> doc_loss p tokens[k] n_pos[k]) s.params 1
+      in (adam default_adam S s grad, losses with [k] = loss)
+  in losses
