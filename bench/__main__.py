@@ -48,6 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--job-repeats", type=int, default=d.job_repeats,
                    help="runs of the default job per backend, median reported (default "
                         "%(default)s)")
+    p.add_argument("--job-processes", type=int, default=d.job_processes,
+                   help="workers per backend for the default job, run in interleaved rounds, "
+                        "when its first took under %g s (default %%(default)s)" % d.job_fast_s)
     p.add_argument("--no-sweep", action="store_true", help="only microgpt's default job")
     p.add_argument("--no-skip", action="store_true",
                    help="measure every cell, even where a cheaper one timed out on the backend")
@@ -71,8 +74,9 @@ def backends_to_run(spec: str | None, threads: int = 1) -> list[str]:
     built = built_backends()
     if not spec:
         threaded = ["c-threads"] if "c" in built and threads > 1 else []
+        # the baseline right after c: the default job's rounds then time them side by side
         baseline = [seed_port.NAME] if seed_port.built() else []
-        return built[:1] + threaded + built[1:] + baseline + ["torch"]
+        return built[:1] + baseline + threaded + built[1:] + ["torch"]
     names = [b.strip() for b in spec.split(",") if b.strip()]
     for b in names:
         if b == seed_port.NAME:
@@ -139,12 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         raise SystemExit(str(e))
     backends = backends_to_run(args.backends, args.threads)
-    if args.job_repeats < 1:
-        raise SystemExit(f"--job-repeats must be at least 1, not {args.job_repeats}")
+    for opt in ("job_repeats", "job_processes"):
+        if getattr(args, opt) < 1:
+            raise SystemExit(f"--{opt.replace('_', '-')} must be at least 1, "
+                             f"not {getattr(args, opt)}")
     s = sweep.Settings(steps_per_call=args.steps_per_call, min_time=args.min_time,
                        train_budget_s=args.train_budget, sample_budget_s=args.sample_budget,
                        warmup_budget_s=args.warmup_budget, kill_slack_s=args.kill_slack,
                        threads=args.threads, job_repeats=args.job_repeats,
+                       job_processes=args.job_processes,
                        omp_wait_policy=args.omp_wait_policy)
     load = sweep.background_load()
     if load is not None and load > 0.2:
@@ -157,15 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     measured: set = set()
     measured_jobs: set = set()
     if not args.no_default_job:
-        for b in backends:
-            if b == "c-threads":  # its one document per step cannot be split
-                continue
-            row = sweep.measure_default_job(b, s)
-            print(f"[{time.perf_counter() - t0:6.0f} s] default job {b:9s} training "
-                  f"{row['train_s']} s, loss {row.get('loss_last100', '')} {row['notes']}",
-                  flush=True)
-            job_rows.append(row)
-            measured_jobs.add(b)
+        def progress(row: dict) -> None:
+            print(f"[{time.perf_counter() - t0:6.0f} s] default job {row['backend']:9s} "
+                  f"training {row['train_s']} s, loss {row.get('loss_last100', '')} "
+                  f"{row['notes']}", flush=True)
+        # c-threads: one document per step cannot be split
+        job_backends = [b for b in backends if b != "c-threads"]
+        job_rows = sweep.measure_default_jobs(job_backends, s, progress)
+        measured_jobs.update(job_backends)
         job_rows = sweep.write_csv(job_csv, job_rows, sweep.DEFAULT_JOB_COLUMNS, ("backend",),
                                    merge=not args.fresh)
     if not args.no_sweep:

@@ -18,10 +18,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 from . import REPO_ROOT
 from .configs import BenchConfig
-from .report import library
+from .report import library, num
 
 SWEEP_COLUMNS = ["config", "n_embd", "n_layer", "block_size", "batch", "n_params", "data",
                  "backend", "train_tok_s", "sample_samples_s", "peak_rss_mb", "idle_rss_mb",
@@ -40,8 +41,9 @@ class Settings:
     of a phase: setup_timeout_s for imports, data and model (until "ready"), then
     warmup_budget_s for the warm-up call (until "warm"), then the measurement's budget
     (the worker stops starting calls); each is enforced by killing the worker
-    kill_slack_s after it. Also torch's threads, the default job's time limit and how
-    many times it runs (its median is reported)."""
+    kill_slack_s after it. Also torch's threads, the default job's time limit, how
+    many times it runs in one worker, and in how many workers when a run takes less
+    than job_fast_s (its median over all runs is reported)."""
 
     steps_per_call: int = 10
     min_time: float = 1.0
@@ -55,6 +57,8 @@ class Settings:
     setup_timeout_s: float = 120.0
     default_job_timeout_s: float = 240.0
     job_repeats: int = 3
+    job_processes: int = 5
+    job_fast_s: float = 2.0
 
 
 def _busy_cpu_s() -> float | None:
@@ -354,15 +358,57 @@ def measure_default_job(backend: str, s: Settings) -> dict:
             "job_s": _fmt(r["job_s"], 4), "total_s": _fmt(r["total_s"], 3),
             "context_s": _fmt(r["context_s"], 3), "loss_last100": _fmt(r["loss_last100"], 4),
             "steps_per_call": r["steps_per_call"], "peak_rss_mb": _fmt(r["peak_rss_mb"]),
+            "train_s_all": r.get("train_s_all", []), "job_s_all": r.get("job_s_all", []),
             "notes": "; ".join(filter(None, [_spread_note(r.get("train_s_all", [])),
                                              r.get("note", ""), _busy_note(load)]))}
 
 
-def _spread_note(runs: list[float]) -> str:
-    """'median of 3 runs (0.12-0.21 s)' for a default job run more than once."""
+def measure_default_jobs(backends: list[str], s: Settings, report=None) -> list[dict]:
+    """microgpt's job on each backend, in s.job_processes rounds of one worker per
+    backend (a round skips a backend whose first worker failed or took job_fast_s or
+    more): on this machine one process can run the same library 1.5x slower than the
+    next, so fast backends are compared over several, interleaved. One row per
+    backend (``combine_jobs``); ``report(row)`` is called after each worker."""
+    per: dict[str, list[dict]] = {b: [] for b in backends}
+    for round_ in range(max(1, s.job_processes)):
+        for b in backends:
+            first = num(per[b][0]["train_s"]) if per[b] else None
+            if round_ > 0 and (first is None or first >= s.job_fast_s):
+                continue
+            per[b].append(measure_default_job(b, s))
+            if report:
+                report(per[b][-1])
+    return [combine_jobs(per[b]) for b in backends]
+
+
+def combine_jobs(rows: list[dict]) -> dict:
+    """One default_job.csv row from the rows of several workers of one backend:
+    train_s and job_s the medians over all their runs, total_s and context_s the
+    medians over the workers, the peak RSS and other load the largest, the loss the
+    last worker's. A failed worker's row is returned as it is."""
+    if len(rows) == 1 or any(num(r["train_s"]) is None for r in rows):
+        return next((r for r in rows if num(r["train_s"]) is None), rows[0])
+    runs = [t for r in rows for t in r["train_s_all"] or [r["train_s"]]]
+    job_runs = [t for r in rows for t in r["job_s_all"] or [r["job_s"]]]
+    loads = [r["other_load"] for r in rows if r.get("other_load") is not None]
+    return {**rows[-1], "train_s": _fmt(median(runs), 4), "job_s": _fmt(median(job_runs), 4),
+            "total_s": _fmt(median([r["total_s"] for r in rows]), 3),
+            "context_s": _fmt(median([r["context_s"] for r in rows]), 3),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in rows),
+            "other_load": max(loads) if loads else None, "train_s_all": runs,
+            "job_s_all": job_runs,
+            "notes": "; ".join(filter(None, [_spread_note(runs, len(rows))]
+                                      + [n for r in rows for n in r["notes"].split("; ")
+                                         if n and not n.startswith("median of")]))}
+
+
+def _spread_note(runs: list[float], processes: int = 1) -> str:
+    """'median of 3 runs (0.12-0.21 s)' for a default job run more than once
+    ('median of 9 runs in 3 processes (...)' over several workers)."""
     if len(runs) < 2:
         return ""
-    return f"median of {len(runs)} runs ({min(runs):.4g}-{max(runs):.4g} s)"
+    where = f" in {processes} processes" if processes > 1 else ""
+    return f"median of {len(runs)} runs{where} ({min(runs):.4g}-{max(runs):.4g} s)"
 
 
 COMPILE_LINE = re.compile(r"backend (\S+) compiled in (\d+(?:\.\d+)?) s")

@@ -287,7 +287,7 @@ def default_job(spec: dict, t_start: float) -> None:
     train_s = float(np.median([r[1] for r in runs]))
     job_s = float(np.median([r[2] for r in runs]))
     emit("default_job", status="ok", context_s=ctx, train_s=train_s, job_s=job_s,
-         train_s_all=[r[1] for r in runs],
+         train_s_all=[r[1] for r in runs], job_s_all=[r[2] for r in runs],
          total_s=now() - t_start, loss_last100=float(np.mean(losses[-100:])),
          steps=steps, steps_per_call=spk, data=description, peak_rss_mb=peak_rss_mb(),
          note="" if math.isfinite(float(losses[-1])) else "non-finite loss")
