@@ -4,11 +4,13 @@
 #   ./build.sh                 everything: system packages, futhark, venv, all backends
 #   BACKENDS="c multicore" ./build.sh    only these backends
 #
-# Besides the backends it compiles seed_port, the benchmark's baseline of the seed
-# port's formulation (bench/seed_port.fut, futhark c), which the driver never loads.
+# By default it also compiles seed_port, the benchmark's baseline of the seed port's
+# formulation (bench/seed_port.fut, futhark c), which the driver never loads; if that
+# one fails, build.sh only warns.
 #
 # Idempotent: each step checks what is already there; kernels are recompiled only
-# when a file under futhark/ changed (opencl compiles take minutes).
+# when a file under futhark/ (or bench/seed_port.fut), the compiler or the C flags
+# changed (opencl compiles take minutes).
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
@@ -111,7 +113,7 @@ else
   say "cuda backend skipped: no CUDA toolkit with a driver library (libcuda) here"
 fi
 BACKENDS=${BACKENDS:-$default_backends}
-cpu_backend() {  # cpu_backend BACKEND: true for c/multicore, whose kernels are the generated C
+cpu_backend() {  # cpu_backend BACKEND: true for c/multicore/seed_port, whose kernels are the generated C
   case $1 in c|multicore|seed_port) return 0 ;; *) return 1 ;; esac
 }
 futhark_backend() {  # futhark_backend BACKEND: the futhark compiler command that builds it
@@ -155,7 +157,7 @@ layout() {  # layout BACKEND CONSTANT: that futhark/layout.fut constant's value 
   esac
 }
 layout_constants() {  # layout_constants: the names defined in futhark/layout.fut
-  sed -n 's/^def \([a-z0-9_]*\) .*/\1/p' futhark/layout.fut
+  sed -n 's/^def *\([^ :]*\).*/\1/p' futhark/layout.fut
 }
 build_hash() {  # build_hash BACKEND: changes when the sources or the C flags change
   { cat futhark/*.fut "$(program "$1")"; kernel_cc "$1"; kernel_cflags "$1"
@@ -174,7 +176,7 @@ cuda_fixup() {  # cuda_fixup FILE: Futhark 0.25.32's host code against CUDA 13's
   fi
 }
 compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log in build/NAME/build.log
-  local b=$1 out=$BUILD/$1 t0
+  local b=$1 out=$BUILD/$1 t0 c v
   t0=$(date +%s)
   mkdir -p "$out"
   rm -f "$out/.src_hash"
@@ -184,7 +186,7 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
     for c in $(layout_constants); do
       v=$(layout "$b" "$c") && grep -q "^def $c : bool = " "$out/src/layout.fut" ||
         { echo "futhark/layout.fut: '$c' must be 'def $c : bool = ...' with a value in build.sh's layout()"; return 1; }
-      sed -i "s/^\(def $c : bool =\) .*/\1 $v/" "$out/src/layout.fut"
+      sed -i "s/^\(def $c : bool =\) .*/\1 $v/" "$out/src/layout.fut" || return 1
     done &&
     "$FUT" "$(futhark_backend "$b")" --library -o "$out/microgpt_$b" \
       "$out/src/$(basename "$(program "$b")")" &&
@@ -216,5 +218,6 @@ for b in $failed; do
   printf 'build.sh: compiling backend %s failed; the end of %s:\n' "$b" "$BUILD/$b/build.log" >&2
   tail -n 20 "$BUILD/$b/build.log" >&2
 done
+failed=${failed/ seed_port/}  # the bench's baseline: the driver works without it
 [ -z "$failed" ] || die "backends that failed to compile:$failed"
 say "done. Try: $VENV/bin/microgpt-fut train --backend c"

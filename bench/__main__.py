@@ -50,7 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "%(default)s)")
     p.add_argument("--job-processes", type=int, default=d.job_processes,
                    help="workers per backend for the default job, run in interleaved rounds, "
-                        "when its first took under %g s (default %%(default)s)" % d.job_fast_s)
+                        "while each one succeeded with a median training time under %g s "
+                        "(default %%(default)s)" % d.job_fast_s)
     p.add_argument("--no-sweep", action="store_true", help="only microgpt's default job")
     p.add_argument("--no-skip", action="store_true",
                    help="measure every cell, even where a cheaper one timed out on the backend")

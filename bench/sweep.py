@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
+from typing import Callable
 
 from . import REPO_ROOT
 from .configs import BenchConfig
@@ -363,17 +364,19 @@ def measure_default_job(backend: str, s: Settings) -> dict:
                                              r.get("note", ""), _busy_note(load)]))}
 
 
-def measure_default_jobs(backends: list[str], s: Settings, report=None) -> list[dict]:
+def measure_default_jobs(backends: list[str], s: Settings,
+                         report: Callable[[dict], None] | None = None) -> list[dict]:
     """microgpt's job on each backend, in s.job_processes rounds of one worker per
-    backend (a round skips a backend whose first worker failed or took job_fast_s or
-    more): on this machine one process can run the same library 1.5x slower than the
-    next, so fast backends are compared over several, interleaved. One row per
-    backend (``combine_jobs``); ``report(row)`` is called after each worker."""
+    backend; after the first round only backends whose every worker succeeded with
+    a median train_s under s.job_fast_s get another. On this machine one process can
+    run the same library 1.5x slower than the next, so fast backends are compared
+    over several, interleaved. One row per backend (``combine_jobs``);
+    ``report(row)`` is called after each worker."""
     per: dict[str, list[dict]] = {b: [] for b in backends}
     for round_ in range(max(1, s.job_processes)):
         for b in backends:
-            first = num(per[b][0]["train_s"]) if per[b] else None
-            if round_ > 0 and (first is None or first >= s.job_fast_s):
+            times = [num(r["train_s"]) for r in per[b]]
+            if round_ > 0 and (None in times or max(times) >= s.job_fast_s):
                 continue
             per[b].append(measure_default_job(b, s))
             if report:
@@ -382,24 +385,30 @@ def measure_default_jobs(backends: list[str], s: Settings, report=None) -> list[
 
 
 def combine_jobs(rows: list[dict]) -> dict:
-    """One default_job.csv row from the rows of several workers of one backend:
-    train_s and job_s the medians over all their runs, total_s and context_s the
-    medians over the workers, the peak RSS and other load the largest, the loss the
-    last worker's. A failed worker's row is returned as it is."""
-    if len(rows) == 1 or any(num(r["train_s"]) is None for r in rows):
-        return next((r for r in rows if num(r["train_s"]) is None), rows[0])
-    runs = [t for r in rows for t in r["train_s_all"] or [r["train_s"]]]
-    job_runs = [t for r in rows for t in r["job_s_all"] or [r["job_s"]]]
+    """One default_job.csv row from the rows (at least one) of one backend's workers:
+    train_s and job_s the medians over all runs of the workers that succeeded,
+    total_s and context_s the medians over those workers, the peak RSS and other
+    load the largest, the loss the last one's; each distinct note once, and one
+    saying how many workers failed. When none succeeded, the last worker's row."""
+    ok = [r for r in rows if num(r["train_s"]) is not None]
+    if len(ok) <= 1 and len(ok) == len(rows):
+        return rows[0]
+    if not ok:
+        return rows[-1]
+    runs = [t for r in ok for t in r.get("train_s_all") or [r["train_s"]]]
+    job_runs = [t for r in ok for t in r.get("job_s_all") or [r["job_s"]]]
     loads = [r["other_load"] for r in rows if r.get("other_load") is not None]
-    return {**rows[-1], "train_s": _fmt(median(runs), 4), "job_s": _fmt(median(job_runs), 4),
-            "total_s": _fmt(median([r["total_s"] for r in rows]), 3),
-            "context_s": _fmt(median([r["context_s"] for r in rows]), 3),
-            "peak_rss_mb": max(r["peak_rss_mb"] for r in rows),
+    failed = [r for r in rows if r not in ok]
+    notes = [_spread_note(runs, len(ok))] + [
+        n for r in ok for n in r.get("notes", "").split("; ") if not n.startswith("median of")]
+    notes += [f"{len(failed)} of {len(rows)} workers failed: {failed[-1].get('notes', '')}"
+              ] if failed else []
+    return {**ok[-1], "train_s": _fmt(median(runs), 4), "job_s": _fmt(median(job_runs), 4),
+            "total_s": _fmt(median([r["total_s"] for r in ok]), 3),
+            "context_s": _fmt(median([r["context_s"] for r in ok]), 3),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in ok),
             "other_load": max(loads) if loads else None, "train_s_all": runs,
-            "job_s_all": job_runs,
-            "notes": "; ".join(filter(None, [_spread_note(runs, len(rows))]
-                                      + [n for r in rows for n in r["notes"].split("; ")
-                                         if n and not n.startswith("median of")]))}
+            "job_s_all": job_runs, "notes": "; ".join(dict.fromkeys(filter(None, notes)))}
 
 
 def _spread_note(runs: list[float], processes: int = 1) -> str:

@@ -334,8 +334,8 @@ class _FakeFuthark:
 def _fake_backends(monkeypatch, tmp_path):
     from microgpt_fut import runtime
 
-    monkeypatch.setattr(runtime, "_module_path", lambda b: tmp_path / f"_microgpt_{b}.so")
-    monkeypatch.setattr(runtime, "_import_module", lambda b, p: type("Mod", (), {"lib": None}))
+    monkeypatch.setattr(runtime, "module_path", lambda b: tmp_path / f"_microgpt_{b}.so")
+    monkeypatch.setattr(runtime, "import_module", lambda b, p: type("Mod", (), {"lib": None}))
     monkeypatch.setattr(runtime, "Futhark", _FakeFuthark)
     return runtime
 

@@ -39,16 +39,20 @@ def build_dir() -> Path:
 
 def built_backends() -> list[str]:
     """Backends whose library build.sh has compiled, in BACKENDS order."""
-    return [b for b in BACKENDS if _module_path(b) is not None]
+    return [b for b in BACKENDS if module_path(b) is not None]
 
 
-def _module_path(backend: str) -> Path | None:
+def module_path(backend: str) -> Path | None:
+    """build.sh's CFFI module for ``backend`` (a name under build/, e.g. "c" or the
+    bench's "seed_port"): ``build/<backend>/_microgpt_<backend>*.so``, or None."""
     folder = build_dir() / backend
     found = sorted(folder.glob(f"_microgpt_{backend}*.so")) if folder.is_dir() else []
     return found[0] if found else None
 
 
-def _import_module(backend: str, path: Path):
+def import_module(backend: str, path: Path):
+    """The CFFI module at ``path`` (from ``module_path``), imported once per process
+    as ``_microgpt_<backend>``; raises ImportError when it cannot be loaded."""
     name = f"_microgpt_{backend}"
     if name in sys.modules:
         return sys.modules[name]
@@ -201,14 +205,14 @@ class Runtime:
                  pocl_workaround: bool = True):
         if backend not in BACKENDS:
             raise BackendError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-        path = _module_path(backend)
+        path = module_path(backend)
         if path is None:
             raise BackendError(f"backend {backend!r} was not built (no library in "
                                f"{build_dir() / backend}): run `BACKENDS={backend} ./build.sh`")
         self.backend = backend
         self.device: OpenCLDevice | None = None
         self.build_options: tuple[str, ...] = ()
-        mod = _import_module(backend, path)
+        mod = import_module(backend, path)
         kwargs = {}
         if backend == "opencl":
             self.device = choose_opencl_device(device)
