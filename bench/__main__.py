@@ -41,6 +41,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=d.threads,
                    help="torch.set_num_threads, and c-threads' contexts (default: nproc = "
                         "%(default)s)")
+    p.add_argument("--torch-device", default=d.torch_device, choices=("cpu", "cuda"),
+                   help="where the PyTorch baseline runs (default %(default)s; cuda: PyTorch "
+                        "CUDA, for a GPU machine)")
     p.add_argument("--omp-wait-policy", default=d.omp_wait_policy,
                    help="OMP_WAIT_POLICY for the torch workers (default %(default)s; '' leaves "
                         "the environment's)")
@@ -96,6 +99,15 @@ def backends_to_run(spec: str | None, threads: int = 1) -> list[str]:
     return names
 
 
+def check_torch_device(device: str) -> None:
+    """Exit with a one-line message when PyTorch cannot use ``device`` ("cuda")."""
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--torch-device cuda: PyTorch {torch.__version__} sees no CUDA "
+                         "device (a CPU build, or no GPU driver)")
+
+
 def finish(results: Path, sweep_rows: list[dict], job_rows: list[dict],
            measured: set | None = None, measured_jobs: set | None = None) -> None:
     """Plots and README tables from all rows of the CSVs; the printed tables show the
@@ -144,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         raise SystemExit(str(e))
     backends = backends_to_run(args.backends, args.threads)
+    if "torch" in backends and args.torch_device != "cpu":
+        check_torch_device(args.torch_device)
     for opt in ("job_repeats", "job_processes"):
         if getattr(args, opt) < 1:
             raise SystemExit(f"--{opt.replace('_', '-')} must be at least 1, "
@@ -152,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                        train_budget_s=args.train_budget, sample_budget_s=args.sample_budget,
                        warmup_budget_s=args.warmup_budget, kill_slack_s=args.kill_slack,
                        threads=args.threads, job_repeats=args.job_repeats,
-                       job_processes=args.job_processes,
+                       job_processes=args.job_processes, torch_device=args.torch_device,
                        omp_wait_policy=args.omp_wait_policy)
     load = sweep.background_load()
     if load is not None and load > 0.2:

@@ -42,7 +42,7 @@ class Settings:
     of a phase: setup_timeout_s for imports, data and model (until "ready"), then
     warmup_budget_s for the warm-up call (until "warm"), then the measurement's budget
     (the worker stops starting calls); each is enforced by killing the worker
-    kill_slack_s after it. Also torch's threads, the default job's time limit, how
+    kill_slack_s after it. Also torch's threads and device, the default job's time limit, how
     many times it runs in one worker, and in how many workers when a run takes less
     than job_fast_s (its median over all runs is reported)."""
 
@@ -60,6 +60,7 @@ class Settings:
     job_repeats: int = 3
     job_processes: int = 5
     job_fast_s: float = 2.0
+    torch_device: str = "cpu"
 
 
 def _busy_cpu_s() -> float | None:
@@ -301,7 +302,7 @@ def measure_cell(backend: str, cfg: BenchConfig, s: Settings, compile_s: dict[st
     skip = skip or {}
     base = {"phase": "", "backend": backend, "config": {**cfg.to_dict(), "data": cfg.data},
             "steps_per_call": s.steps_per_call, "min_time": s.min_time, "threads": s.threads,
-            "seed": s.seed}
+            "seed": s.seed, "torch_device": s.torch_device}
     probe = OtherLoad().start()
     none = (None, None, "")
     tr_setup, tr, tr_note = none if "train" in skip else _phase(
@@ -313,7 +314,7 @@ def measure_cell(backend: str, cfg: BenchConfig, s: Settings, compile_s: dict[st
     tr_note = f"train: {skip['train']}" if "train" in skip else tr_note
     sa_note = f"sample: {skip['sample']}" if "sample" in skip else sa_note
     setup = tr_setup or sa_setup
-    notes = [n for n in (tr_note, sa_note, _busy_note(load)) if n]
+    notes = [n for n in (_device_note(backend, s), tr_note, sa_note, _busy_note(load)) if n]
 
     def failed(note: str) -> str:
         if note.split(": ", 1)[-1].startswith("skipped"):
@@ -341,7 +342,7 @@ def measure_cell(backend: str, cfg: BenchConfig, s: Settings, compile_s: dict[st
 def measure_default_job(backend: str, s: Settings) -> dict:
     """One row of default_job.csv: microgpt's 1000-step job on ``backend``."""
     spec = {"phase": "default_job", "backend": backend, "threads": s.threads, "steps": 1000,
-            "repeats": s.job_repeats}
+            "torch_device": s.torch_device, "repeats": s.job_repeats}
     probe = OtherLoad().start()
     w = run_worker(spec, None, 0.0, s.default_job_timeout_s, s.omp_wait_policy)
     load = probe.stop()
@@ -361,7 +362,13 @@ def measure_default_job(backend: str, s: Settings) -> dict:
             "steps_per_call": r["steps_per_call"], "peak_rss_mb": _fmt(r["peak_rss_mb"]),
             "train_s_all": r.get("train_s_all", []), "job_s_all": r.get("job_s_all", []),
             "notes": "; ".join(filter(None, [_spread_note(r.get("train_s_all", [])),
-                                             r.get("note", ""), _busy_note(load)]))}
+                                             _device_note(backend, s), r.get("note", ""),
+                                             _busy_note(load)]))}
+
+
+def _device_note(backend: str, s: Settings) -> str:
+    """'PyTorch on cuda' for torch rows not measured on the CPU."""
+    return f"PyTorch on {s.torch_device}" if backend == "torch" and s.torch_device != "cpu" else ""
 
 
 def measure_default_jobs(backends: list[str], s: Settings,

@@ -1,4 +1,4 @@
-"""The PyTorch CPU eager baseline: microgpt's architecture exactly as our kernels compute it.
+"""The PyTorch eager baseline: microgpt's architecture exactly as our kernels compute it.
 
 Same parameters (names and [out, in] shapes of ``microgpt_fut.model``, per-layer
 matrices stacked on a leading [n_layer] axis), same forward: token + position
@@ -13,7 +13,9 @@ one position per step for all samples, until every sample has drawn BOS or
 block_size tokens: the same work as our ``generate``.
 
 tests/test_bench_torch.py checks loss, gradient, Adam steps and the KV-cache
-logits against our kernels.
+logits against our kernels. Everything runs on the device of the model's
+parameters (``TorchGPT(...).to("cuda")`` for PyTorch CUDA); results come back as
+NumPy arrays, which waits for the device.
 """
 from __future__ import annotations
 
@@ -64,20 +66,21 @@ class TorchGPT(torch.nn.Module):
 
     def loss(self, tokens, n_pos) -> torch.Tensor:
         """Mean NLL over valid positions: tokens [B, T+1], n_pos [B] (NumPy or torch)."""
-        tokens = torch.as_tensor(np.asarray(tokens, np.int64))
+        dev = self.wte.device
+        tokens = torch.as_tensor(np.asarray(tokens, np.int64)).to(dev)
         n_pos_np = np.asarray(n_pos, np.int64)
         n = min(self.config.block_size, int(n_pos_np.max()))
-        n_pos_t = torch.from_numpy(n_pos_np)
+        n_pos_t = torch.from_numpy(n_pos_np).to(dev)
         logits = self(tokens[:, :n])
         targets = tokens[:, 1:n + 1]
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                               reduction="none").view(tokens.shape[0], n)
-        mask = torch.arange(n)[None, :] < n_pos_t[:, None]
+        mask = torch.arange(n, device=dev)[None, :] < n_pos_t[:, None]
         return (nll * mask).sum() / n_pos_t.sum()
 
     def params_numpy(self) -> dict[str, np.ndarray]:
         """The parameters as float32 NumPy arrays (copies)."""
-        return {n: getattr(self, n).detach().numpy().copy() for n in PARAM_NAMES}
+        return {n: getattr(self, n).detach().cpu().numpy().copy() for n in PARAM_NAMES}
 
 
 class TorchTrainer:
@@ -104,7 +107,7 @@ class TorchTrainer:
             self.opt.step()
             self.step += 1
             losses.append(loss.detach())
-        return torch.stack(losses).numpy().astype(np.float32)
+        return torch.stack(losses).cpu().numpy().astype(np.float32)
 
 
 def _decode_step(model: TorchGPT, tok: torch.Tensor, pos: int, keys: torch.Tensor,
@@ -131,16 +134,17 @@ def _decode_step(model: TorchGPT, tok: torch.Tensor, pos: int, keys: torch.Tenso
 def _cache(model: TorchGPT, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     c = model.config
     shape = (c.n_layer, n, c.n_head, c.block_size, c.n_embd // c.n_head)
-    return torch.zeros(shape), torch.zeros(shape)
+    dev = model.wte.device
+    return torch.zeros(shape, device=dev), torch.zeros(shape, device=dev)
 
 
 @torch.inference_mode()
 def logits_cached(model: TorchGPT, tokens: np.ndarray) -> np.ndarray:
     """Sampling-path logits of one sequence: tokens int64 [n] -> float32 [n, V]."""
     keys, values = _cache(model, 1)
-    rows = [_decode_step(model, torch.tensor([int(t)]), pos, keys, values)[0]
+    rows = [_decode_step(model, torch.tensor([int(t)], device=keys.device), pos, keys, values)[0]
             for pos, t in enumerate(tokens)]
-    return torch.stack(rows).numpy()
+    return torch.stack(rows).cpu().numpy()
 
 
 @torch.inference_mode()
@@ -154,11 +158,12 @@ def generate(model: TorchGPT, n: int, temperature: float, seed: int) -> np.ndarr
     """
     c = model.config
     bos = c.vocab_size - 1
-    gen = torch.Generator().manual_seed(seed)
     keys, values = _cache(model, n)
-    tok = torch.full((n,), bos, dtype=torch.int64)
-    out = torch.full((n, c.block_size), bos, dtype=torch.int64)
-    done = torch.zeros(n, dtype=torch.bool)
+    dev = keys.device
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    tok = torch.full((n,), bos, dtype=torch.int64, device=dev)
+    out = torch.full((n, c.block_size), bos, dtype=torch.int64, device=dev)
+    done = torch.zeros(n, dtype=torch.bool, device=dev)
     for pos in range(c.block_size):
         logits = _decode_step(model, tok, pos, keys, values)
         if temperature == 0:
@@ -167,9 +172,9 @@ def generate(model: TorchGPT, n: int, temperature: float, seed: int) -> np.ndarr
             probs = torch.softmax(logits / temperature, -1)
             nxt = torch.multinomial(probs, 1, generator=gen).squeeze(1)
         done |= nxt == bos
-        out[:, pos] = torch.where(done, bos, nxt)
+        out[:, pos] = torch.where(done, torch.full_like(nxt, bos), nxt)
         tok = nxt
         if bool(done.all()):
             break
-    return out.numpy()
+    return out.cpu().numpy()
 

@@ -87,18 +87,20 @@ class FutharkEngine:
 
 
 class TorchEngine:
-    """The PyTorch eager baseline (bench.torch_ref) on ``threads`` threads."""
+    """The PyTorch eager baseline (bench.torch_ref) on ``threads`` threads, on
+    ``device`` ("cpu", or "cuda" for PyTorch CUDA)."""
 
-    def __init__(self, threads: int):
+    def __init__(self, threads: int, device: str = "cpu"):
         import torch
 
         torch.set_num_threads(threads)
         self.torch = torch
+        self.device = device
 
     def model(self, config, params, num_steps: int):
         from .torch_ref import TorchGPT, TorchTrainer
 
-        return TorchTrainer(TorchGPT(config, params), num_steps)
+        return TorchTrainer(TorchGPT(config, params).to(self.device), num_steps)
 
     def train(self, m, tokens, n_pos):
         return m.train(tokens, n_pos)
@@ -112,7 +114,7 @@ class TorchEngine:
 def make_engine(spec: dict):
     """The engine the spec's backend names."""
     if spec["backend"] == "torch":
-        return TorchEngine(spec.get("threads", 1))
+        return TorchEngine(spec.get("threads", 1), spec.get("torch_device", "cpu"))
     return FutharkEngine(spec["backend"], spec.get("threads", 1))
 
 
@@ -244,7 +246,8 @@ def default_job(spec: dict, t_start: float) -> None:
 
         def run_once() -> tuple[np.ndarray, float, float]:
             t1 = now()
-            trainer = TorchTrainer(TorchGPT(config, init_params(config, 42)), steps)
+            trainer = TorchTrainer(TorchGPT(config, init_params(config, 42))
+                                   .to(spec.get("torch_device", "cpu")), steps)
             t2 = now()
             losses = np.concatenate([trainer.train(tokens[[s % len(docs)]][None],
                                                    n_pos[[s % len(docs)]][None])

@@ -100,3 +100,20 @@ def test_sampling_rows_end_with_bos():
         ends = np.flatnonzero(row == 5)
         if len(ends):
             assert (row[ends[0]:] == 5).all()
+
+
+def test_torch_device_option():
+    """--torch-device: only cpu/cuda are accepted; cuda without a CUDA device stops the
+    bench with one line; rows measured off the CPU say where."""
+    from bench import sweep
+    from bench.__main__ import check_torch_device, parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--torch-device", "tpu"])
+    assert parse_args(["--torch-device", "cuda"]).torch_device == "cuda"
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="--torch-device cuda: PyTorch .* sees no CUDA"):
+            check_torch_device("cuda")
+    cuda = sweep.Settings(torch_device="cuda")
+    assert sweep._device_note("torch", cuda) == "PyTorch on cuda"
+    assert sweep._device_note("c", cuda) == sweep._device_note("torch", sweep.Settings()) == ""
