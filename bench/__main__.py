@@ -136,7 +136,7 @@ def finish(results: Path, sweep_rows: list[dict], job_rows: list[dict],
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bench``."""
-    from . import report, sweep
+    from . import report, seed_port, sweep
 
     args = parse_args(argv)
     results: Path = args.results
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             for b in backends:
                 if b == "c-threads" and cfg.batch < 2:  # one row cannot be split: it is c
                     continue
-                if b == "seed_port":  # microgpt's sizes only, fixed at compile time
+                if b == seed_port.NAME:  # microgpt's sizes only, fixed at compile time
                     continue
                 skip = rule.reasons(b, cfg, vocab[cfg.data])
                 row = sweep.measure_cell(b, cfg, s, compile_s, vocab[cfg.data], skip)

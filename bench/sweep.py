@@ -397,9 +397,9 @@ def combine_jobs(rows: list[dict]) -> dict:
     total_s and context_s the medians over those workers, the peak RSS and other
     load the largest, the loss the last one's; each distinct note once, and one
     saying how many workers failed. When none succeeded, the last worker's row."""
-    ok = [r for r in rows if num(r["train_s"]) is not None]
-    if len(ok) <= 1 and len(ok) == len(rows):
+    if len(rows) == 1:
         return rows[0]
+    ok = [r for r in rows if num(r["train_s"]) is not None]
     if not ok:
         return rows[-1]
     runs = [t for r in ok for t in r.get("train_s_all") or [r["train_s"]]]

@@ -227,10 +227,19 @@ def default_job(spec: dict, t_start: float) -> None:
 
     docs, description = load_docs("names", 16)
     steps = spec.get("steps", 1000)
+
+    def encoded():
+        """(vocab, tokens, n_pos, prep_s): the documents as the CLI encodes them."""
+        from microgpt_fut.data import Vocab, shuffled
+
+        t0 = now()
+        vocab = Vocab.from_docs(docs)
+        tokens, n_pos, _ = vocab.encode(shuffled(docs, 42), 16)
+        return vocab, tokens, n_pos, now() - t0
+
     if spec["backend"] == "torch":
         import torch
 
-        from microgpt_fut.data import Vocab, shuffled
         from microgpt_fut.model import GPTConfig
 
         from .datasets import init_params
@@ -238,11 +247,8 @@ def default_job(spec: dict, t_start: float) -> None:
 
         torch.set_num_threads(spec.get("threads", 1))
         ctx = now() - t_start
-        t0 = now()
-        vocab = Vocab.from_docs(docs)
-        tokens, n_pos, _ = vocab.encode(shuffled(docs, 42), 16)
+        vocab, tokens, n_pos, prep_s = encoded()
         config = GPTConfig(vocab.size)
-        prep_s = now() - t0
 
         def run_once() -> tuple[np.ndarray, float, float]:
             t1 = now()
@@ -255,21 +261,17 @@ def default_job(spec: dict, t_start: float) -> None:
             return losses, now() - t2, prep_s + now() - t1
         spk = 1
     elif spec["backend"] == "seed_port":
-        from microgpt_fut.data import Vocab, shuffled
-
-        from .seed_port import BLOCK_SIZE, SeedPort
+        from .seed_port import SeedPort
 
         lib = SeedPort()
         ctx = now() - t_start
+        vocab, tokens, n_pos, prep_s = encoded()
+        rows = np.arange(steps) % len(docs)
 
         def run_once() -> tuple[np.ndarray, float, float]:
             t1 = now()
-            vocab = Vocab.from_docs(docs)
-            tokens, n_pos, _ = vocab.encode(shuffled(docs, 42), BLOCK_SIZE)
-            rows = np.arange(steps) % len(docs)
-            t2 = now()
             losses = lib.job(vocab.size, 42, tokens[rows], n_pos[rows])
-            return losses, now() - t2, now() - t1
+            return losses, now() - t1, prep_s + now() - t1
         spk = steps
     else:
         from microgpt_fut.runtime import Runtime
