@@ -122,6 +122,10 @@ def test_seed_port_computes_microgpts_job(need_c, need_seed_port):
     assert losses[-10:].mean() < losses[:10].mean() - 0.2  # it learns
     with pytest.raises(ValueError, match=r"seed_port: tokens must be \[S, 17\]"):
         SeedPort().job(vocab.size, 42, tokens[:2, :16], n_pos[:2])
+    with pytest.raises(ValueError, match=r"seed_port: n_pos must be in 1\.\.16"):
+        SeedPort().job(vocab.size, 42, tokens[:2], n_pos[:2] * 0)
+    with pytest.raises(ValueError, match=r"seed_port: token ids must be in 0\.\.26"):
+        SeedPort().job(vocab.size, 42, tokens[:2] + vocab.size, n_pos[:2])
 
 
 def test_default_job_on_seed_port(need_c, need_seed_port):
@@ -167,6 +171,16 @@ def test_default_jobs_in_rounds(monkeypatch):
     assert multicore["train_s"] == 0.3 and "1 of 2 workers failed" in multicore["notes"]
     assert opencl["train_s"] == "timeout" and torch["train_s"] == 3.0
     assert torch["notes"] == "median of 3 runs (x); busy; run 4"
+
+
+@pytest.mark.parametrize("opt", ["--job-repeats", "--job-processes"])
+def test_job_counts_must_be_positive(need_c, opt):
+    """A count below 1 stops the bench with one line naming the option, before any
+    measurement or any CSV is written."""
+    from bench.__main__ import main
+
+    with pytest.raises(SystemExit, match=f"^{opt} must be at least 1, not 0$"):
+        main([opt, "0", "--backends", "c", "--no-sweep", "--results", "/nonexistent/x"])
 
 
 def test_skip_rule():
