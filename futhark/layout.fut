@@ -17,3 +17,9 @@ def heads_by_slices : bool = true
 -- false: all layers in the loop, for multicore (slower than c anyway, and the
 -- form tripled its futhark compile) and the GPU backends (the longest compiles).
 def last_layer_apart : bool = true
+
+-- | true: a batch of one document (microgpt's job) trains through its own copy
+-- of the training code, compiled knowing B = 1 (`loss_and_grad`): 25% fewer
+-- instructions per step of microgpt's job on c, for ~10% more `futhark c` time;
+-- true on c only, the backend that job runs fastest on.
+def single_doc_apart : bool = true

@@ -193,8 +193,8 @@ def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
       let q = map (`linear` p.attn_wq[li]) xn
       let keys = keys with [li, :, pos] = map (`linear` p.attn_wk[li]) xn
       let values = values with [li, :, pos] = map (`linear` p.attn_wv[li]) xn
-      -- head h reads its D columns of the cache: sliced on the CPU backends (no
-      -- integer division in the inner loops), reshaped on the GPU ones (layout.fut)
+      -- head h reads its D columns of the cache: sliced where `heads_by_slices` (no
+      -- integer division in the inner loops), reshaped elsewhere (layout.fut)
       let D = C / n_head
       let attend (q_i: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32) : [C]f32 =
         let heads = if heads_by_slices

@@ -2,6 +2,7 @@
 
 import "nn"
 import "model"
+import "layout"
 
 -- | Mean next-token negative log-likelihood over the valid positions of a batch.
 -- tokens: [B][T+1] rows BOS+doc+BOS padded; n_pos[b] = min(T, len(doc)+1) is the
@@ -44,7 +45,14 @@ def adam [V][C][T][L][F] (cfg: adam_cfg) (num_steps: i64) (s: state [V][C][T][L]
 -- | The loss and its gradient with respect to every weight, by reverse-mode AD.
 def loss_and_grad [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
                   (tokens: [B][T1]i64) (n_pos: [B]i64) : (f32, params [V][C][T][L][F]) =
-  vjp2 (\p -> compute_loss p s.n_head tokens n_pos) s.params 1
+  let loss_grad [b] (tokens: [b][T1]i64) (n_pos: [b]i64) =
+    vjp2 (\p -> compute_loss p s.n_head tokens n_pos) s.params 1
+  -- One document per step (microgpt's job) in its own copy of the code, where
+  -- B = 1 is known: the map over documents and its gradient accumulators go
+  -- (layout.fut).  The same function either way.
+  in if single_doc_apart && B == 1
+     then loss_grad (tokens :> [1][T1]i64) (n_pos :> [1]i64)
+     else loss_grad tokens n_pos
 
 -- | K training steps, batch k from tokens[k]; returns the new state and K losses.
 def train_steps [V][C][T][L][F][K][B][T1] (cfg: adam_cfg) (num_steps: i64)

@@ -71,6 +71,26 @@ def test_gradients_match_finite_differences(rt, tiny, fd_grads):
         assert grads[n].shape == fd_grads[n].shape
 
 
+@pytest.fixture(scope="session")
+def fd_grads_one_doc(tiny) -> dict[str, np.ndarray]:
+    """fd_grads for a batch of row 0 alone (a full block of block_size positions)."""
+    return {n: R.finite_diff_grad(tiny.params, tiny.tokens[[0]], tiny.n_pos[[0]],
+                                  tiny.config.n_head, n) for n in PARAM_NAMES}
+
+
+def test_one_document_gradients_match_finite_differences(rt, tiny, fd_grads_one_doc):
+    """A batch of one document (microgpt's job; c compiles it apart, layout.fut's
+    ``single_doc_apart``): loss and gradient of every tensor vs float64, as above."""
+    tokens, n_pos = tiny.tokens[[0]], tiny.n_pos[[0]]
+    model = Model.from_arrays(rt, tiny.config, tiny.params)
+    loss, grads = model.loss_grad(tokens, n_pos)
+    ref = R.batch_loss(tiny.params, tokens, n_pos, tiny.config.n_head)
+    assert loss == pytest.approx(ref, rel=1e-4)
+    errors = {n: rel_err(grads[n], fd_grads_one_doc[n]) for n in PARAM_NAMES}
+    bad = {n: e for n, e in errors.items() if not e < 1e-4}
+    assert not bad, f"gradient vs finite differences, relative error per tensor: {bad}"
+
+
 # --------------------------------------------------------------------------- Adam
 
 def test_one_adam_step_matches_numpy(rt, tiny):
