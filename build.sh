@@ -153,9 +153,8 @@ layout() {  # layout BACKEND CONSTANT: that futhark/layout.fut constant's value 
     # c only: it is the fast CPU backend, and this form makes futhark's compile ~3x
     # longer (multicore: 30 -> 91 s of futhark, 72 -> 97 s of clang; GPU: longest already)
     last_layer_apart) if [ "$1" = c ]; then echo true; else echo false; fi ;;
-    # c only: microgpt's job (B = 1) runs fastest there; elsewhere it would only
-    # lengthen the compile
-    single_doc_apart) if [ "$1" = c ]; then echo true; else echo false; fi ;;
+    # c only: a sequential backend; the others run a batch's documents in parallel
+    docs_one_at_a_time) if [ "$1" = c ]; then echo true; else echo false; fi ;;
     *) return 1 ;;
   esac
 }

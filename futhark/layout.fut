@@ -18,8 +18,10 @@ def heads_by_slices : bool = true
 -- form tripled its futhark compile) and the GPU backends (the longest compiles).
 def last_layer_apart : bool = true
 
--- | true: a batch of one document (microgpt's job) trains through its own copy
--- of the training code, compiled knowing B = 1 (`loss_and_grad`): 25% fewer
--- instructions per step of microgpt's job on c, for ~10% more `futhark c` time;
--- true on c only, the backend that job runs fastest on.
-def single_doc_apart : bool = true
+-- | true: training takes a batch's documents one after another, each through
+-- code compiled for B = 1 (`loss_and_grad`): instructions per training step on c
+-- -25% at microgpt's job, -46% at n_embd 16 B 32 (no padding to the longest
+-- name), -16% at n_embd 64 B 32; and `futhark c` compiles one copy of the
+-- derivative, not the batched one.  true on c only: the other backends run the
+-- documents in parallel.
+def docs_one_at_a_time : bool = true

@@ -43,15 +43,23 @@ def adam [V][C][T][L][F] (cfg: adam_cfg) (num_steps: i64) (s: state [V][C][T][L]
   in {params, m, v, step = s.step + 1, n_head = s.n_head}
 
 -- | The loss and its gradient with respect to every weight, by reverse-mode AD.
+-- With `docs_one_at_a_time` (layout.fut), the documents go one after another,
+-- each through code compiled for B = 1, and the batch's loss and gradient are
+-- the documents' weighted by their share of the valid positions (the loss is a
+-- mean over positions): the same function, computed without the map over
+-- documents, its gradient accumulators, or the padding up to the longest row.
 def loss_and_grad [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
                   (tokens: [B][T1]i64) (n_pos: [B]i64) : (f32, params [V][C][T][L][F]) =
   let loss_grad [b] (tokens: [b][T1]i64) (n_pos: [b]i64) =
     vjp2 (\p -> compute_loss p s.n_head tokens n_pos) s.params 1
-  -- One document per step (microgpt's job) in its own copy of the code, where
-  -- B = 1 is known: the map over documents and its gradient accumulators go
-  -- (layout.fut).  The same function either way.
-  in if single_doc_apart && B == 1
-     then loss_grad (tokens :> [1][T1]i64) (n_pos :> [1]i64)
+  in if docs_one_at_a_time
+     then let total = f32.i64 (i64.sum n_pos)
+          in loop (loss, grad) = (0, params_zeros s.params) for b < B do
+               if n_pos[b] == 0 then (loss, grad) else
+               let (loss_b, grad_b) = loss_grad (tokens[b:b + 1] :> [1][T1]i64)
+                                                (n_pos[b:b + 1] :> [1]i64)
+               let w = f32.i64 n_pos[b] / total
+               in (loss + w * loss_b, params_map2 (\g g_b -> g + w * g_b) grad grad_b)
      else loss_grad tokens n_pos
 
 -- | K training steps, batch k from tokens[k]; returns the new state and K losses.

@@ -79,8 +79,8 @@ def fd_grads_one_doc(tiny) -> dict[str, np.ndarray]:
 
 
 def test_one_document_gradients_match_finite_differences(rt, tiny, fd_grads_one_doc):
-    """A batch of one document (microgpt's job; c compiles it apart, layout.fut's
-    ``single_doc_apart``): loss and gradient of every tensor vs float64, as above."""
+    """A batch of one document (microgpt's job; on c every batch runs one document at
+    a time, layout.fut's ``docs_one_at_a_time``): loss and gradient vs float64, as above."""
     tokens, n_pos = tiny.tokens[[0]], tiny.n_pos[[0]]
     model = Model.from_arrays(rt, tiny.config, tiny.params)
     loss, grads = model.loss_grad(tokens, n_pos)
