@@ -19,7 +19,7 @@ own random stream, so the names do not depend on the split).
 
 The host is in the loop once per step (``--steps-per-call`` fuses nothing here):
 about 1 ms, which pays off once a step takes several (n_embd >= 64; measured 1.7-2.4x
-on 2 cores there, and no gain at n_embd 16 even with B = 64).
+on 2 cores there; at n_embd 16 none, or a loss: 0.85x of one thread at B = 64).
 Sums are taken in a fixed order, so a run is reproducible for a given N; runs
 with another N agree to float32 rounding.
 """
