@@ -48,47 +48,40 @@ def test_loss_matches_reference(rt, tiny):
         assert got_b == pytest.approx(ref_b, rel=1e-4), f"rows {rows}"
 
 
-@pytest.fixture(scope="session")
-def fd_grads(tiny) -> dict[str, np.ndarray]:
-    """Central finite differences of the float64 loss for every element of every tensor."""
-    return {n: R.finite_diff_grad(tiny.params, tiny.tokens, tiny.n_pos, tiny.config.n_head, n)
-            for n in PARAM_NAMES}
+# The whole batch (rows with n_pos 6, 3, 1), and row 0 alone: a batch of one document,
+# microgpt's job (on c every batch runs one document at a time, layout.fut's
+# ``docs_one_at_a_time``; the other backends compile B = 1 like any B).
+FD_ROWS = {"batch": [0, 1, 2], "one document": [0]}
 
 
-def test_gradients_match_finite_differences(rt, tiny, fd_grads):
-    """loss_grad's gradient of every tensor (all elements) vs float64 central differences.
+@pytest.fixture(scope="session", params=list(FD_ROWS))
+def fd_case(request, tiny) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(tokens, n_pos, gradients): central finite differences of the float64 loss of
+    FD_ROWS[param] for every element of every tensor."""
+    rows = FD_ROWS[request.param]
+    tokens, n_pos = tiny.tokens[rows], tiny.n_pos[rows]
+    return tokens, n_pos, {n: R.finite_diff_grad(tiny.params, tokens, n_pos,
+                                                 tiny.config.n_head, n) for n in PARAM_NAMES}
+
+
+def test_gradients_match_finite_differences(rt, tiny, fd_case):
+    """loss_grad's loss vs the float64 reference, and its gradient of every tensor (all
+    elements) vs float64 central differences.
 
     ||g - g_fd|| / ||g_fd|| < 1e-4 per tensor (f32 kernels reach ~2e-7 here); a gradient
     1% off gives 1e-2, a zero one 1. (Model.loss_grad reads the gradient out of the
     train kernel, so this checks the gradient that training uses.)
     """
+    tokens, n_pos, fd_grads = fd_case
     model = Model.from_arrays(rt, tiny.config, tiny.params)
-    _, grads = model.loss_grad(tiny.tokens, tiny.n_pos)
+    loss, grads = model.loss_grad(tokens, n_pos)
+    ref = R.batch_loss(tiny.params, tokens, n_pos, tiny.config.n_head)
+    assert loss == pytest.approx(ref, rel=1e-4)
     errors = {n: rel_err(grads[n], fd_grads[n]) for n in PARAM_NAMES}
     bad = {n: e for n, e in errors.items() if not e < 1e-4}
     assert not bad, f"gradient vs finite differences, relative error per tensor: {bad}"
     for n in PARAM_NAMES:
         assert grads[n].shape == fd_grads[n].shape
-
-
-@pytest.fixture(scope="session")
-def fd_grads_one_doc(tiny) -> dict[str, np.ndarray]:
-    """fd_grads for a batch of row 0 alone (a full block of block_size positions)."""
-    return {n: R.finite_diff_grad(tiny.params, tiny.tokens[[0]], tiny.n_pos[[0]],
-                                  tiny.config.n_head, n) for n in PARAM_NAMES}
-
-
-def test_one_document_gradients_match_finite_differences(rt, tiny, fd_grads_one_doc):
-    """A batch of one document (microgpt's job; on c every batch runs one document at
-    a time, layout.fut's ``docs_one_at_a_time``): loss and gradient vs float64, as above."""
-    tokens, n_pos = tiny.tokens[[0]], tiny.n_pos[[0]]
-    model = Model.from_arrays(rt, tiny.config, tiny.params)
-    loss, grads = model.loss_grad(tokens, n_pos)
-    ref = R.batch_loss(tiny.params, tokens, n_pos, tiny.config.n_head)
-    assert loss == pytest.approx(ref, rel=1e-4)
-    errors = {n: rel_err(grads[n], fd_grads_one_doc[n]) for n in PARAM_NAMES}
-    bad = {n: e for n, e in errors.items() if not e < 1e-4}
-    assert not bad, f"gradient vs finite differences, relative error per tensor: {bad}"
 
 
 # --------------------------------------------------------------------------- Adam
