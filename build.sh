@@ -130,14 +130,28 @@ kernel_cc() {  # kernel_cc BACKEND: the C compiler for futhark-ffi's build of th
   if cpu_backend "$1" && [ -n "$CLANG" ]; then echo "$CLANG"; else echo "${CC:-cc}"; fi
 }
 kernel_cflags() {  # kernel_cflags BACKEND: C flags for futhark-ffi's build of the generated C
-  # c/multicore: this machine's vector instructions, and float sums may be
-  # reassociated (and fused into FMAs) so that dot products vectorise; the
-  # library is built where it runs.  No -ffinite-math-only: the causal mask is -inf.
+  # c/multicore with clang: this machine's vector instructions, and float sums may be
+  # reassociated (and fused into FMAs) so that dot products vectorise; the library is
+  # built where it runs.  No -ffinite-math-only: the causal mask is -inf.
+  # Reproducibility (docs/reproducibility.md): a seeded run must give the same bits
+  # wherever its arrays land in memory.  clang's vectorised remainder loops
+  # ("epilogue vectorisation", on where a float vector holds 16 lanes: AVX-512) are
+  # entered through an alias check sized for the main loop, which sends short loops
+  # to the scalar remainder when two arrays lie within VF*IC elements of each other,
+  # and a reassociated sum then rounds differently.  Without vector epilogues the
+  # path taken depends on trip counts only.  256-bit vectors keep AVX-512 machines'
+  # loops as wide as AVX2's (clang 15 knows no Zen 4 tuning and would use 512 bits,
+  # leaving loops under 64 elements scalar); on AVX2 both flags change no code.
+  # gcc (used only when there is no clang): no reassociation, so no vectorised sums.
   # GPU backends: only host code, which -O1 compiles 6x faster than -O3 (their
   # kernels are compiled by the driver at run time).
   if cpu_backend "$1"; then
-    echo "-O3 -g0 -fwrapv -DNDEBUG -march=native -fassociative-math -fno-signed-zeros" \
-         "-fno-trapping-math -ffp-contract=fast -fno-math-errno"
+    case $(basename "$(kernel_cc "$1")") in
+      clang*) echo "-O3 -g0 -fwrapv -DNDEBUG -march=native -fassociative-math -fno-signed-zeros" \
+                   "-fno-trapping-math -ffp-contract=fast -fno-math-errno" \
+                   "-mllvm -enable-epilogue-vectorization=false -mprefer-vector-width=256" ;;
+      *) echo "-O3 -g0 -fwrapv -DNDEBUG -march=native -fno-math-errno" ;;
+    esac
   elif [ "$1" = cuda ] && [ -d "$CUDA_DIR/include" ]; then
     echo "-O1 -g0 -fwrapv -DNDEBUG -I$CUDA_DIR/include"
   else
@@ -199,6 +213,8 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
                    LDFLAGS="$(kernel_ldflags "$b") ${LDFLAGS:-}" \
                    "$VENV/bin/build_futhark_ffi" "microgpt_$b")
   } > "$out/build.log" 2>&1 || return 1
+  # the C compiler and flags, for the tests that check what they promise
+  printf '%s\n%s\n' "$(kernel_cc "$b")" "$(kernel_cflags "$b") ${CFLAGS:-}" > "$out/compiler.txt"
   build_hash "$b" > "$out/.src_hash"
   say "backend $b compiled in $(( $(date +%s) - t0 )) s (C compiler: $(basename "$(kernel_cc "$b")"))"
 }
