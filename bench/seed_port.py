@@ -29,13 +29,14 @@ class SeedPort:
 
     def __init__(self) -> None:
         from futhark_ffi import Futhark
+        from microgpt_fut.context import OwnedContext
         from microgpt_fut.runtime import import_module, module_path
 
         path = module_path(NAME)
         if path is None:
             raise RuntimeError(f"the {NAME} baseline is not built: run "
                                f"BACKENDS={NAME} ./build.sh")
-        self._fut = Futhark(import_module(NAME, path))
+        self._ctx = OwnedContext(Futhark(import_module(NAME, path)))
 
     def job(self, vocab_size: int, seed: int, tokens: np.ndarray,
             n_pos: np.ndarray) -> np.ndarray:
@@ -59,4 +60,4 @@ class SeedPort:
         if n_pos.size and (n_pos.min() < 1 or n_pos.max() > BLOCK_SIZE):
             raise ValueError(f"{NAME}: n_pos must be in 1..{BLOCK_SIZE}")
         # an array result: reading it waits for the computation (no stale scalar)
-        return np.asarray(self._fut.from_futhark(self._fut.job(vocab_size, seed, tokens, n_pos)))
+        return np.asarray(self._ctx.numpy(self._ctx.call("job", vocab_size, seed, tokens, n_pos)))

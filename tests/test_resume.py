@@ -220,7 +220,7 @@ def test_failed_periodic_save_keeps_the_previous_one(tmp_path, monkeypatch):
     r = run("train", "--data", seven(tmp_path), "--steps", 40, "--save-every", 10,
             "--out", out, "--samples", 0)
     msg = assert_one_line_error(r, "No space left on device", str(out),
-                                "still holds the checkpoint of step 10")
+                                "still holds this run's checkpoint of step 10")
     assert "Traceback" not in msg
     ck = ckpt.load(out)
     assert ck.step == 10 and ck.losses.shape == (10,)
@@ -243,7 +243,7 @@ def test_second_ctrl_c_stops_without_saving(tmp_path, monkeypatch):
     r = run("train", "--data", seven(tmp_path), "--steps", 40, "--save-every", 10,
             "--steps-per-call", 5, "--out", out, "--samples", 0)
     assert r.exit_code == 130
-    assert_one_line_error(r, "interrupted twice", "still holds the checkpoint of step 20")
+    assert_one_line_error(r, "interrupted twice", "still holds this run's checkpoint of step 20")
     assert ckpt.load(out).step == 20
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors", "seven.txt"]
 
@@ -311,7 +311,7 @@ def test_divergence_after_a_periodic_save_keeps_it(tmp_path, monkeypatch):
     monkeypatch.setattr(ckpt, "save", lambda p, ck: (saves.append(ck.step), real_save(p, ck)))
     r = run(*args, "--steps-per-call", 7)
     assert _diverged_step(r) == one_by_one and one_by_one > 20
-    assert "still holds the checkpoint of step 20" in r.stderr
+    assert "still holds this run's checkpoint of step 20" in r.stderr
     assert saves == [10, 20]
     ck = ckpt.load(out)
     assert ck.step == before.step == 20

@@ -148,13 +148,18 @@ def _check_out(out: Path, data: Path | None = None) -> None:
                                    f"{e.strerror or e}") from None
 
 
-def _kept(out: Path) -> str:
-    """What --out holds now, for messages after a failure."""
+def _kept(out: Path, ours: int | None = None) -> str:
+    """What --out holds now, for messages after a failure. ``ours``: the step of the
+    last checkpoint this run wrote there (or resumed from it), None when it wrote none."""
     try:
         meta = ckpt.read_metadata(out)
-        return f"{str(out)!r} still holds the checkpoint of step {meta.get('step', '?')}"
     except ckpt.CheckpointError:
         return f"nothing was saved to {str(out)!r}"
+    step = meta.get("step", "?")
+    if ours is not None and step == str(ours):
+        return f"{str(out)!r} still holds this run's checkpoint of step {step}"
+    return (f"{str(out)!r} still holds the checkpoint it held before this run started "
+            f"(step {step} of another run, data {meta.get('data') or '?'})")
 
 
 def _exit_with(code: int, msg: str) -> click.ClickException:
@@ -301,7 +306,8 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
             run = Training.resume(rt, ck, docs, settings, info)
             say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
                 + (": the run is complete, nothing to train" if run.done else ""))
-    if not _train_and_save(run, out, save_every, say):
+    ours = run.step if ck is not None and out.exists() and os.path.samefile(out, resume) else None
+    if not _train_and_save(run, out, save_every, say, ours):
         same = f" --threads {settings.threads}" if settings.contexts > 1 else ""
         click.echo(f"interrupted: saved the checkpoint of step {run.step} of {run.num_steps} "
                    f"to {str(out)!r}; continue with: microgpt-fut train --resume "
@@ -336,18 +342,23 @@ def _plan_resume(resume: Path, given: dict, steps_per_call: int):
     return ck, settings, data, encoding
 
 
-def _train_and_save(run: Training, out: Path, save_every: int | None, say) -> bool:
+def _train_and_save(run: Training, out: Path, save_every: int | None, say,
+                    ours: int | None = None) -> bool:
     """Train to the end, saving to out every save_every steps and at the end.
 
-    Returns False when Ctrl-C stopped the run early (the checkpoint is saved).
-    Errors (a failed save, divergence, a second Ctrl-C) become one-line click
-    errors that say what --out still holds.
+    ``ours``: the step of the checkpoint of this run that out holds already (a
+    resume from it), else None. Returns False when Ctrl-C stopped the run early
+    (the checkpoint is saved). Errors (a failed save, divergence, a second
+    Ctrl-C) become one-line click errors that say what --out still holds.
     """
+    saved = [ours]  # the step of this run's checkpoint in out, once there is one
+
     def save():
         try:
             ckpt.save(out, run.checkpoint())
         except ckpt.CheckpointError as e:
-            raise click.ClickException(f"{e}; {_kept(out)}") from None
+            raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
+        saved[0] = run.step
 
     def progress(step, total, loss, rate):
         say(f"step {step:{len(str(total))}d} / {total} | loss {loss:.4f} | {rate:,.0f} tok/s")
@@ -364,15 +375,16 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say) -> bo
                     say(f"saved checkpoint {out} (step {run.step} of {run.num_steps})")
             save()
         except Diverged as e:
-            raise click.ClickException(f"{e}; {_kept(out)}") from None
+            raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
         except KeyboardInterrupt:
             raise _exit_with(130, f"interrupted twice: stopped without saving; "
-                                  f"{_kept(out)}") from None
+                                  f"{_kept(out, saved[0])}") from None
         except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
-            raise click.ClickException(f"{_first_line(str(e))}; {_kept(out)}") from None
+            raise click.ClickException(
+                f"{_first_line(str(e))}; {_kept(out, saved[0])}") from None
         except MemoryError:
             raise click.ClickException(f"out of memory: try smaller sizes, --batch-size or "
-                                       f"--steps-per-call; {_kept(out)}") from None
+                                       f"--steps-per-call; {_kept(out, saved[0])}") from None
     return not stop()
 
 

@@ -3,11 +3,11 @@
 Each backend (c, multicore, opencl, cuda) is compiled by build.sh into
 ``build/<backend>/_microgpt_<backend>*.so``, a CFFI module made by futhark-ffi.
 This module finds and loads one, applies the pocl workaround where needed,
-and syncs the context where futhark-ffi does not.
+syncs the context where futhark-ffi does not, and frees every value before its
+context (context.OwnedContext).
 """
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
 import sys
@@ -16,6 +16,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from futhark_ffi import Futhark
+
+from .context import OwnedContext
 
 BACKENDS = ("c", "multicore", "opencl", "cuda")
 POCL_PLATFORM = "Portable Computing Language"
@@ -199,6 +201,10 @@ class Runtime:
     does; both are passed to Futhark as ``"#N"`` (its syntax for the N-th
     device). Raises BackendError when the backend is unknown, was not built,
     the device does not exist, or the context cannot be created.
+
+    ``close()`` syncs and frees every value the context made, then the context;
+    it also runs when the Runtime is collected and at interpreter exit. Values
+    (e.g. a Model's state) must not be used after it.
     """
 
     def __init__(self, backend: str, device: int | None = None, quiet: bool = False,
@@ -241,21 +247,28 @@ class Runtime:
             first = str(e).strip().splitlines()[0] if str(e).strip() else "unknown error"
             raise BackendError(f"cannot start the {backend} backend: {first}") from None
         self.lib = self.fut.lib
-        atexit.register(self.sync)
+        self._ctx = OwnedContext(self.fut)
 
     def entry(self, name: str, *args):
-        """Call entry point ``name``; raises RuntimeError with Futhark's message on failure."""
+        """Call entry point ``name``; raises RuntimeError with Futhark's message on failure
+        (context.ContextClosed, a RuntimeError, after ``close``)."""
         try:
-            return getattr(self.fut, name)(*args)
+            return self._ctx.call(name, *args)
         except ValueError as e:
             raise RuntimeError(f"{self.backend} entry point {name} failed: {e}") from None
 
     def numpy(self, *values):
         """Copy Futhark arrays to NumPy (syncs first, so results are never stale)."""
-        return self.fut.from_futhark(*values)
+        return self._ctx.numpy(*values)
 
     def sync(self) -> None:
         """Wait for all queued device work (futhark_context_sync)."""
-        fut = getattr(self, "fut", None)
-        if fut is not None:
-            fut.lib.futhark_context_sync(fut.ctx)
+        self._ctx.sync()
+
+    def close(self) -> None:
+        """Sync, free every value of this context, then the context (idempotent)."""
+        self._ctx.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._ctx.closed

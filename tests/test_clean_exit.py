@@ -1,0 +1,145 @@
+"""A clean exit: every Futhark value is freed before its context, on success, on error
+and at interpreter exit, so an error exit prints its one line and nothing else.
+
+futhark-ffi frees values and the context from the garbage collector in no fixed
+order; a value freed through a freed context printed Futhark's memory log (dozens of
+"Unreferencing block ..." lines read from freed memory) after the one-line error.
+The subprocesses run with MALLOC_PERTURB_ so that freed memory is overwritten and a
+use after free shows.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import cffi
+import pytest
+
+from cli_helpers import need_backend, small_data
+from microgpt_fut.context import ContextClosed, OwnedContext
+
+ENOSPC_THEN_CLI = textwrap.dedent("""
+    import errno, sys
+    import microgpt_fut.checkpoint as ckpt
+    def full(f, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    ckpt._write_all = full  # every save finds the disk full
+    from microgpt_fut.cli import main
+    main(prog_name="microgpt-fut")
+""")
+
+
+def _python(code: str, *args, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MALLOC_PERTURB_="165")
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _one_line(r: subprocess.CompletedProcess, *fragments: str) -> str:
+    """The run failed with exactly one line on stderr, and stdout holds only the CLI's
+    own progress lines."""
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    for line in r.stdout.splitlines():
+        assert line.startswith(("data: ", "num docs: ", "step ")), r.stdout[:2000]
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr[:2000]
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("n_embd", [16, 64])
+def test_full_disk_at_the_save_prints_one_line(tmp_path, n_embd):
+    """The issue's case: training done, the save finds no space: exactly the error line."""
+    need_backend("c")
+    data = small_data(tmp_path)
+    r = _python(ENOSPC_THEN_CLI, "train", "--data", data, "--steps", 50, "--samples", 0,
+                "--n-embd", n_embd, "--out", "m.safetensors", cwd=tmp_path)
+    _one_line(r, "No space left on device", "nothing was saved to 'm.safetensors'")
+
+
+def test_failed_save_names_whose_checkpoint_is_kept(tmp_path):
+    """--out held another run's checkpoint: the error says it is not this run's."""
+    need_backend("c")
+    data = small_data(tmp_path)
+    first = subprocess.run([sys.executable, "-m", "microgpt_fut", "train", "--data", str(data),
+                            "--steps", "7", "--samples", "0", "-q", "--out", "m.safetensors"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    r = _python(ENOSPC_THEN_CLI, "train", "--data", data, "--steps", 20, "--samples", 0,
+                "--out", "m.safetensors", cwd=tmp_path)
+    line = _one_line(r, "still holds the checkpoint it held before this run started",
+                     "step 7 of another run")
+    assert "this run's" not in line
+
+
+def test_divergence_exit_prints_one_line(tmp_path):
+    need_backend("c")
+    data = small_data(tmp_path)
+    r = _python("from microgpt_fut.cli import main; main(prog_name='microgpt-fut')",
+                "train", "--data", data, "--steps", 30, "--lr", "1e30",
+                "--out", "m.safetensors", cwd=tmp_path)
+    _one_line(r, "training diverged at step", "nothing was saved")
+
+
+def test_values_left_in_a_cycle_at_exit_are_freed_quietly(tmp_path):
+    """A script that leaves a model, its state and the runtime in a reference cycle and
+    exits without closing anything: nothing printed, status 0."""
+    need_backend("c")
+    code = textwrap.dedent("""
+        from microgpt_fut.runtime import Runtime
+        from microgpt_fut.model import GPTConfig, Model
+        import numpy as np
+        rt = Runtime("c", quiet=True)
+        models = [Model.init(rt, GPTConfig(27, 32, 4, 2, 16), s) for s in range(4)]
+        toks = np.zeros((4, 3, 17), np.int64); n_pos = np.full((4, 3), 16)
+        for m in models:
+            m.train(toks, n_pos, 10)
+            m.cycle = models  # garbage only to the cycle collector
+        grads = [m.loss_grad(toks[0], n_pos[0]) for m in models]
+    """)
+    r = _python(code, cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_close_frees_values_before_the_context():
+    """OwnedContext.close: sync, then each live value, then the context, once."""
+    ffi = cffi.FFI()
+    log = []
+    ctx = ffi.gc(ffi.new("int *"), lambda p: log.append("context"))
+    fut = SimpleNamespace(ctx=ctx, ffi=ffi,
+                          lib=SimpleNamespace(futhark_context_sync=lambda c: log.append("sync")))
+    owned = OwnedContext(fut)
+    kept = [ffi.gc(ffi.new("int *"), lambda p: log.append("value")) for _ in range(3)]
+    for v in kept:
+        owned._values.add(v)
+    dead = ffi.gc(ffi.new("int *"), lambda p: log.append("dead value"))
+    owned._values.add(dead)
+    del dead  # freed now, through the still-open context
+    owned.close()
+    assert log == ["dead value", "sync", "value", "value", "value", "context"]
+    owned.close()
+    del kept
+    assert len(log) == 6 and owned.closed
+    with pytest.raises(ContextClosed):
+        owned.call("anything")
+
+
+def test_runtime_close_ends_its_values():
+    """A closed Runtime refuses entry points with one line; a fresh one works."""
+    need_backend("c")
+    from microgpt_fut.model import GPTConfig, Model
+    from microgpt_fut.runtime import Runtime
+
+    rt = Runtime("c", quiet=True)
+    model = Model.init(rt, GPTConfig(5, 8, 2, 1, 4), 0)
+    assert model.step() == 0
+    rt.close()
+    assert rt.closed
+    with pytest.raises(RuntimeError, match="closed"):
+        model.step()
+    assert Model.init(Runtime("c", quiet=True), GPTConfig(5, 8, 2, 1, 4), 0).step() == 0
