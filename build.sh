@@ -104,23 +104,26 @@ else
 fi
 
 # --- 4. compile the kernels, one library per backend ---------------------------
-default_backends="c multicore opencl seed_port"
+default_backends="c multicore opencl seed_port gpt2_c gpt2_multicore gpt2_opencl"
 CUDA_DIR=${CUDA_HOME:-/usr/local/cuda}  # the CUDA toolkit, when its headers are not in /usr/include
 if command -v nvcc >/dev/null && [ -e /usr/include/cuda.h -o -e "$CUDA_DIR/include/cuda.h" ] \
    && ldconfig -p | grep -q 'libcuda\.so'; then
-  default_backends="$default_backends cuda"
+  default_backends="$default_backends cuda gpt2_cuda"
 else
   say "cuda backend skipped: no CUDA toolkit with a driver library (libcuda) here"
 fi
 BACKENDS=${BACKENDS:-$default_backends}
-cpu_backend() {  # cpu_backend BACKEND: true for c/multicore/seed_port, whose kernels are the generated C
-  case $1 in c|multicore|seed_port) return 0 ;; *) return 1 ;; esac
+# A target is a backend (microgpt's library), gpt2_<backend> (GPT-2's library,
+# futhark/gpt2.fut) or seed_port.
+futhark_backend() {  # futhark_backend TARGET: the futhark compiler command that builds it
+  case $1 in seed_port) echo c ;; gpt2_*) echo "${1#gpt2_}" ;; *) echo "$1" ;; esac
 }
-futhark_backend() {  # futhark_backend BACKEND: the futhark compiler command that builds it
-  if [ "$1" = seed_port ]; then echo c; else echo "$1"; fi
+cpu_backend() {  # cpu_backend TARGET: true for c/multicore targets, whose kernels are the generated C
+  case $(futhark_backend "$1") in c|multicore) return 0 ;; *) return 1 ;; esac
 }
-program() {  # program BACKEND: the Futhark source it is compiled from
-  if [ "$1" = seed_port ]; then echo bench/seed_port.fut; else echo futhark/microgpt.fut; fi
+program() {  # program TARGET: the Futhark source it is compiled from
+  case $1 in seed_port) echo bench/seed_port.fut ;; gpt2_*) echo futhark/gpt2.fut ;;
+             *) echo futhark/microgpt.fut ;; esac
 }
 # clang, when there is one (pocl depends on it), for the c/multicore kernels:
 # it vectorises the generated loops, where gcc 12 leaves the big training
@@ -152,7 +155,7 @@ kernel_cflags() {  # kernel_cflags BACKEND: C flags for futhark-ffi's build of t
                    "-mllvm -enable-epilogue-vectorization=false -mprefer-vector-width=256" ;;
       *) echo "-O3 -g0 -fwrapv -DNDEBUG -march=native -fno-math-errno" ;;
     esac
-  elif [ "$1" = cuda ] && [ -d "$CUDA_DIR/include" ]; then
+  elif [ "$(futhark_backend "$1")" = cuda ] && [ -d "$CUDA_DIR/include" ]; then
     echo "-O1 -g0 -fwrapv -DNDEBUG -I$CUDA_DIR/include"
   else
     echo "-O1 -g0 -fwrapv -DNDEBUG"
@@ -166,9 +169,9 @@ layout() {  # layout BACKEND CONSTANT: that futhark/layout.fut constant's value 
     heads_by_slices) if cpu_backend "$1" && [ "$1" != seed_port ]; then echo true; else echo false; fi ;;
     # c only: it is the fast CPU backend, and this form makes futhark's compile ~3x
     # longer (multicore: 30 -> 91 s of futhark, 72 -> 97 s of clang; GPU: longest already)
-    last_layer_apart) if [ "$1" = c ]; then echo true; else echo false; fi ;;
+    last_layer_apart) if [ "$1" = c ]; then echo true; else echo false; fi ;;  # microgpt's only
     # c only: a sequential backend; the others run a batch's documents in parallel
-    docs_one_at_a_time) if [ "$1" = c ]; then echo true; else echo false; fi ;;
+    docs_one_at_a_time) if [ "$(futhark_backend "$1")" = c ]; then echo true; else echo false; fi ;;
     *) return 1 ;;
   esac
 }
@@ -182,7 +185,7 @@ build_hash() {  # build_hash BACKEND: changes when the sources or the C flags ch
     sha256sum | cut -c1-16
 }
 kernel_ldflags() {  # kernel_ldflags BACKEND: where the cuda build finds libcudart/libnvrtc
-  if [ "$1" = cuda ] && [ -d "$CUDA_DIR/lib64" ]; then echo "-L$CUDA_DIR/lib64 -L$CUDA_DIR/lib64/stubs"; fi
+  if [ "$(futhark_backend "$1")" = cuda ] && [ -d "$CUDA_DIR/lib64" ]; then echo "-L$CUDA_DIR/lib64 -L$CUDA_DIR/lib64/stubs"; fi
 }
 cuda_fixup() {  # cuda_fixup FILE: Futhark 0.25.32's host code against CUDA 13's cuda.h
   # CUDA 13 maps cuCtxCreate to cuCtxCreate_v4, which takes a parameters pointer
@@ -206,7 +209,7 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
     done &&
     "$FUT" "$(futhark_backend "$b")" --library -o "$out/microgpt_$b" \
       "$out/src/$(basename "$(program "$b")")" &&
-    if [ "$b" = cuda ]; then cuda_fixup "$out/microgpt_cuda.c"; fi &&
+    if [ "$(futhark_backend "$b")" = cuda ]; then cuda_fixup "$out/microgpt_$b.c"; fi &&
     # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the
     # optimisation level is given here; -g0 halves gcc's time on the generated C.
     (cd "$out" && CC="$(kernel_cc "$b")" CFLAGS="$(kernel_cflags "$b") ${CFLAGS:-}" \

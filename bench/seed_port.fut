@@ -15,6 +15,8 @@ import "nn"
 import "model"
 import "train"
 
+module Train = trainer microgpt_model
+
 -- microgpt's sizes, fixed at compile time as in the seed port.
 def n_embd : i64 = 16
 def n_head : i64 = 4
@@ -42,11 +44,10 @@ def doc_loss [V] (p: params [V][n_embd][block_size][n_layer][mlp_width])
 entry job [S] (vocab_size: i64) (seed: i64) (tokens: [S][block_size + 1]i64) (n_pos: [S]i64)
     : [S]f32 =
   let p = mk_params seed vocab_size n_embd block_size n_layer mlp_width
-  let s0 : state [vocab_size][n_embd][block_size][n_layer][mlp_width] =
-    {params = p, m = params_zeros p, v = params_zeros p, step = 0, n_head}
-  -- (copy: params_zeros' results may alias p, and the loop consumes its state)
+  let s0 : Train.state [vocab_size][n_embd][block_size][n_layer][mlp_width] = Train.fresh p n_head
+  -- (copy: the zero moments may alias p, and the loop consumes its state)
   let (_, losses) =
     loop (s, losses) = (copy s0, replicate S 0f32) for k < S do
       let (loss, grad) = vjp2 (\p -> doc_loss p tokens[k] n_pos[k]) s.params 1
-      in (adam default_adam S s grad, losses with [k] = loss)
+      in (Train.adam {lr = 0.01, beta1 = 0.85, beta2 = 0.99, eps = 1e-8} S s grad, losses with [k] = loss)
   in losses

@@ -9,11 +9,14 @@ import "model"
 import "train"
 import "sample"
 
+module Train = trainer microgpt_model
+module Sample = sampler microgpt_model
+type state [V][C][T][L][F] = Train.state [V][C][T][L][F]
+
 -- | A fresh model: microgpt's initialisation, Adam moments zero, step 0.
 entry init (seed: i64) (vocab_size: i64) (n_embd: i64) (n_head: i64) (n_layer: i64)
            (block_size: i64) (mlp_width: i64) : state [vocab_size][n_embd][block_size][n_layer][mlp_width] =
-  let p = mk_params seed vocab_size n_embd block_size n_layer mlp_width
-  in {params = p, m = params_zeros p, v = params_zeros p, step = 0, n_head}
+  Train.fresh (mk_params seed vocab_size n_embd block_size n_layer mlp_width) n_head
 
 -- | A state from host arrays (a checkpoint): parameters, then Adam's m and v.
 entry make_state [V][C][T][L][F] (n_head: i64) (step: i64)
@@ -34,7 +37,7 @@ entry make_state [V][C][T][L][F] (n_head: i64) (step: i64)
     v = {wte = v_wte, wpe = v_wpe, lm_head = v_lm_head, attn_wq = v_attn_wq,
          attn_wk = v_attn_wk, attn_wv = v_attn_wv, attn_wo = v_attn_wo,
          mlp_fc1 = v_mlp_fc1, mlp_fc2 = v_mlp_fc2},
-    step, n_head }
+    step, hyper = n_head }
 
 def unpack [V][C][T][L][F] (p: params [V][C][T][L][F]) =
   (p.wte, p.wpe, p.lm_head, p.attn_wq, p.attn_wk, p.attn_wv, p.attn_wo, p.mlp_fc1, p.mlp_fc2)
@@ -46,39 +49,33 @@ entry get_adam_m [V][C][T][L][F] (s: state [V][C][T][L][F]) = unpack s.m
 -- | Adam's second moments.
 entry get_adam_v [V][C][T][L][F] (s: state [V][C][T][L][F]) = unpack s.v
 -- | [step, n_head] as an array (scalars can be stale when read through futhark-ffi).
-entry get_counters [V][C][T][L][F] (s: state [V][C][T][L][F]) : [2]i64 = [s.step, s.n_head]
+entry get_counters [V][C][T][L][F] (s: state [V][C][T][L][F]) : [2]i64 = [s.step, s.hyper]
 
 -- | K Adam steps on K batches of B rows of block_size+1 tokens; returns the new
 -- state and each step's loss.  lr decays linearly to 0 at step num_steps.
 entry train [V][C][T][L][F][K][B][T1] (s: state [V][C][T][L][F])
             (tokens: [K][B][T1]i64) (n_pos: [K][B]i64) (lr: f32) (beta1: f32) (beta2: f32)
             (eps: f32) (num_steps: i64) : (state [V][C][T][L][F], [K]f32) =
-  train_steps {lr, beta1, beta2, eps} num_steps s tokens n_pos
+  Train.train_steps {lr, beta1, beta2, eps} num_steps s tokens n_pos
 
 -- | The loss of one batch, without a gradient.
 entry loss [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
            (tokens: [B][T1]i64) (n_pos: [B]i64) : [1]f32 =
-  [compute_loss s.params s.n_head tokens n_pos]
+  [Train.compute_loss s.params s.hyper tokens n_pos]
 
 -- | Training-path logits (whole sequence, causal mask): tokens [B][T] -> [B][T][V].
 entry logits_seq [V][C][T][L][F][B] (s: state [V][C][T][L][F]) (tokens: [B][T]i64) : [B][T][V]f32 =
-  map (gpt_seq s.params s.n_head) tokens
+  map (gpt_seq s.params s.hyper) tokens
 
 -- | Sampling-path logits (one token at a time through the KV cache): [T] -> [T][V].
 entry logits_cached [V][C][T][L][F] (s: state [V][C][T][L][F]) (tokens: [T]i64) : [T][V]f32 =
-  let keys = replicate L (replicate 1 (replicate T (replicate C 0f32)))
-  let values = replicate L (replicate 1 (replicate T (replicate C 0f32)))
-  let (out, _, _) =
-    loop (out, keys, values) = (replicate T (replicate V 0f32), keys, values) for pos < T do
-      let (logits, keys, values) = gpt_tokens s.params s.n_head [tokens[pos]] pos keys values
-      in (out with [pos] = logits[0], keys, values)
-  in out
+  Sample.cached_logits s.params s.hyper tokens
 
 -- | n samples (first .. first+n-1 under seed) as rows of block_size tokens, each
 -- ended and padded by BOS = vocab_size-1.  temperature 0 is greedy.
 entry generate [V][C][T][L][F] (s: state [V][C][T][L][F]) (seed: i64) (first: i64)
                (n: i64) (temperature: f32) : [n][T]i64 =
-  generate_samples s.params s.n_head seed first n temperature
+  Sample.generate_samples s.params s.hyper seed first n temperature
 
 -- | A whole-array i64 sum, the minimal repro of pocl 3.1's reduction bug: a second
 -- call with other input returns the first result unless the workaround is on.

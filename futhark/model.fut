@@ -9,6 +9,8 @@
 import "nn"
 import "rng"
 import "layout"
+import "tensor"
+import "attention"
 
 -- | microgpt's state_dict.  Per-layer matrices are stacked on a leading [L]
 -- axis: attn_wq[li] is microgpt's `layer{li}.attn_wq`.  Matrices are [out][in].
@@ -17,21 +19,6 @@ type params [V][C][T][L][F] =
     attn_wq: [L][C][C]f32, attn_wk: [L][C][C]f32,
     attn_wv: [L][C][C]f32, attn_wo: [L][C][C]f32,
     mlp_fc1: [L][F][C]f32, mlp_fc2: [L][C][F]f32 }
-
--- Element-wise maps over whole weight tensors, as one flat loop each: Adam's
--- three results (params, m, v) then go straight to their arrays, where nested
--- maps made the c backend write each row to a buffer and copy it (measured:
--- 7% fewer instructions per step of microgpt's job, with `mlp`'s `opaque`).
-def map2_2d [n][m] (f: f32 -> f32 -> f32) (a: [n][m]f32) (b: [n][m]f32) : [n][m]f32 =
-  unflatten (map2 f (flatten a) (flatten b))
-def map2_3d [l][n][m] (f: f32 -> f32 -> f32) (a: [l][n][m]f32) (b: [l][n][m]f32) : [l][n][m]f32 =
-  unflatten_3d (map2 f (flatten_3d a) (flatten_3d b))
-def map3_2d [n][m] (f: f32 -> f32 -> f32 -> f32) (a: [n][m]f32) (b: [n][m]f32) (c: [n][m]f32)
-            : [n][m]f32 =
-  unflatten (map3 f (flatten a) (flatten b) (flatten c))
-def map3_3d [l][n][m] (f: f32 -> f32 -> f32 -> f32)
-            (a: [l][n][m]f32) (b: [l][n][m]f32) (c: [l][n][m]f32) : [l][n][m]f32 =
-  unflatten_3d (map3 f (flatten_3d a) (flatten_3d b) (flatten_3d c))
 
 -- | Apply `f` to every pair of corresponding weights (the seed port's name).
 def params_map2 [V][C][T][L][F] (f: f32 -> f32 -> f32)
@@ -52,9 +39,19 @@ def params_map3 [V][C][T][L][F] (f: f32 -> f32 -> f32 -> f32)
     attn_wv = map3_3d f a.attn_wv b.attn_wv c.attn_wv, attn_wo = map3_3d f a.attn_wo b.attn_wo c.attn_wo,
     mlp_fc1 = map3_3d f a.mlp_fc1 b.mlp_fc1 c.mlp_fc1, mlp_fc2 = map3_3d f a.mlp_fc2 b.mlp_fc2 c.mlp_fc2 }
 
--- | All weights zero (Adam's initial moments).
-def params_zeros [V][C][T][L][F] (p: params [V][C][T][L][F]) : params [V][C][T][L][F] =
-  params_map2 (\_ _ -> 0) p p
+-- | `params_map3` for optimisers with weight decay: f's first argument says
+-- whether the tensor is decayed.  Every microgpt tensor is a matrix (nanoGPT
+-- decays the tensors of two or more dimensions), so it is true throughout.
+def params_map3_decay [V][C][T][L][F] (f: bool -> f32 -> f32 -> f32 -> f32)
+                      (a: params [V][C][T][L][F]) (b: params [V][C][T][L][F])
+                      (c: params [V][C][T][L][F]) : params [V][C][T][L][F] =
+  params_map3 (f true) a b c
+
+-- | The sum of the squares of every weight (a squared global L2 norm).
+def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) : f32 =
+  sum_sq_2d p.wte + sum_sq_2d p.wpe + sum_sq_2d p.lm_head
+  + sum_sq_3d p.attn_wq + sum_sq_3d p.attn_wk + sum_sq_3d p.attn_wv + sum_sq_3d p.attn_wo
+  + sum_sq_3d p.mlp_fc1 + sum_sq_3d p.mlp_fc2
 
 -- | microgpt's initialisation: every weight N(0, 0.08), each tensor from its own
 -- RNG stream under `seed`, element i from counter i.
@@ -70,24 +67,6 @@ def mk_params (seed: i64) (V: i64) (C: i64) (T: i64) (L: i64) (F: i64)
     attn_wq = layers 3 C C, attn_wk = layers 4 C C, attn_wv = layers 5 C C,
     attn_wo = layers 6 C C, mlp_fc1 = layers 7 F C, mlp_fc2 = layers 8 C F }
 
--- | [T][C] activations as per-head arrays [n_head][T][C/n_head].
-def split_heads [T][C] (n_head: i64) (x: [T][C]f32) : [n_head][T][C / n_head]f32 =
-  transpose (map (\r -> unflatten (r :> [n_head * (C / n_head)]f32)) x)
-
--- | The inverse of `split_heads`.
-def merge_heads [H][T][D] (C: i64) (heads: [H][T][D]f32) : [T][C]f32 =
-  map flatten (transpose heads) :> [T][C]f32
-
--- | One head of causal self-attention over a whole sequence: position t attends
--- to positions s <= t (microgpt's KV cache holds exactly those).  The scores
--- are one [T][T] product, so both of its adjoints are products too.
-def causal_attention [T][D] (q: [T][D]f32) (k: [T][D]f32) (v: [T][D]f32) : [T][D]f32 =
-  let scale = 1 / f32.sqrt (f32.i64 D)
-  let attn_logits = map (\q_t -> map (\k_s -> dot q_t k_s * scale) k) q
-  let attn_weights = map2 (\t row -> masked_softmax (t + 1) row) (iota T) attn_logits
-  let vt = transpose v
-  in map (\w -> map (dot w) vt) attn_weights
-
 -- | The MLP half of a block on one position: x + fc2(relu(fc1(rmsnorm x))).
 def mlp [C][F] (mlp_fc1: [F][C]f32) (mlp_fc2: [C][F]f32) (x: [C]f32) : [C]f32 =
   -- `opaque` keeps fc1's outputs an array that the reverse pass reads; fused
@@ -95,17 +74,6 @@ def mlp [C][F] (mlp_fc1: [F][C]f32) (mlp_fc2: [C][F]f32) (x: [C]f32) : [C]f32 =
   -- (4% fewer instructions per training step, measured at n_embd 16 and 64).
   let h = map relu (opaque (linear (rmsnorm x) mlp_fc1))
   in map2 (+) (linear h mlp_fc2) x
-
--- | Head h's rows of a query/key/value weight: the weights of its D outputs.
-def head_rows [C] (n_head: i64) (w: [C][C]f32) : [n_head][C / n_head][C]f32 =
-  let D = C / n_head
-  in tabulate n_head (\h -> w[h * D:(h + 1) * D] :> [D][C]f32)
-
--- | Head h's D columns of w: of attn_wo, the weights that read its outputs; of a
--- KV cache [T][C], its keys or values.
-def head_cols [R][C] (n_head: i64) (w: [R][C]f32) : [n_head][R][C / n_head]f32 =
-  let D = C / n_head
-  in tabulate n_head (\h -> w[:, h * D:(h + 1) * D] :> [R][D]f32)
 
 -- | Multi-head attention on xn: [T][C] (rmsnorm'ed), projected by attn_wo,
 -- as microgpt: q, k, v for all heads, heads concatenated, then attn_wo.
@@ -170,13 +138,6 @@ def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
           else loop x for li < L do layer li x
   in map (`linear` p.lm_head) x
 
--- | One head's attention for the newest token at `pos`, over a KV cache whose
--- rows 0..pos are filled.  q: [D], ks, vs: [T][D].
-def cached_attention [T][D] (pos: i64) (q: [D]f32) (ks: [T][D]f32) (vs: [T][D]f32) : [D]f32 =
-  let scale = 1 / f32.sqrt (f32.i64 D)
-  let attn_weights = masked_softmax (pos + 1) (map (\k_s -> dot q k_s * scale) ks)
-  in map (dot attn_weights) (transpose vs)
-
 -- | microgpt's `gpt` for n independent sequences at once: logits [n][V] for one
 -- token each, all at position `pos`, appending their keys and values to the
 -- caches keys, values: [L][n][T][C] (rows > pos are unused).  n = 1 is microgpt.
@@ -209,3 +170,18 @@ def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
       -- 2) MLP
       in (map (mlp p.mlp_fc1[li] p.mlp_fc2[li]) x, keys, values)
   in (map (`linear` p.lm_head) x, keys, values)
+
+-- | microgpt as a `gpt_model` (gpt_model.fut): its hyper-parameter is n_head.
+module microgpt_model = {
+  type hyper = i64
+  type params [V][C][T][L][F] = params [V][C][T][L][F]
+  def params_map2 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b = params_map2 f a b
+  def params_map3 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3 f a b c
+  def params_map3_decay [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3_decay f a b c
+  def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) = params_sum_sq p
+  def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64) (tokens: [n]i64) =
+    gpt_seq p n_head tokens
+  def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64) (tokens: [n]i64)
+                 (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32) =
+    gpt_tokens p n_head tokens pos keys values
+}

@@ -1,30 +1,114 @@
--- | Sampling: many samples in parallel, each with its own RNG stream and KV cache.
+-- | Sampling, written once for any `gpt_model`: many samples in parallel, each
+-- with its own RNG stream and KV cache.
 
 import "nn"
 import "rng"
-import "model"
+import "gpt_model"
 
--- | n samples as microgpt's inference loop, all advancing one position per step:
--- start from BOS, draw each next token from softmax(logits / temperature) until
--- BOS or block_size tokens (temperature 0: greedy argmax).  Sample i draws from
--- RNG stream first+i under `seed`, so results do not depend on how a large
--- request is split into calls.  Returns [n][T] tokens, BOS after each end.
-def generate_samples [V][C][T][L][F] (p: params [V][C][T][L][F]) (n_head: i64) (seed: i64)
-                     (first: i64) (n: i64) (temperature: f32) : [n][T]i64 =
-  let bos = V - 1
-  let streams = map (\i -> key seed (first + i)) (iota n)
-  let keys = replicate L (replicate n (replicate T (replicate C 0f32)))
-  let values = replicate L (replicate n (replicate T (replicate C 0f32)))
-  let draw (k: u64) (pos_id: i64) (logits: [V]f32) : i64 =
-    if temperature == 0 then argmax logits
-    else weighted_sample (softmax (map (/ temperature) logits)) (uniform k pos_id)
-  let (_, _, _, out, _, _) =
-    loop (token_ids, keys, values, out, done, pos_id) =
-         (replicate n bos, keys, values, replicate n (replicate T bos), replicate n false, 0)
-    while pos_id < T && !(and done) do
-      let (logits, keys, values) = gpt_tokens p n_head token_ids pos_id keys values
-      let next = map3 draw streams (replicate n pos_id) logits
-      let done = map2 (\d t -> d || t == bos) done next
-      let out = out with [:, pos_id] = map2 (\d t -> if d then bos else t) done next
-      in (next, keys, values, out, done, pos_id + 1)
-  in out
+-- | A float's bits as an unsigned key with the same order (for -inf .. +inf).
+def f32_key (x: f32) : u32 =
+  let b = f32.to_bits x
+  in if b >> 31 == 1 then !b else b | 0x8000_0000
+
+-- | nanoGPT's top-k filter: logits below the k-th largest become -inf (ties
+-- with it stay).  k <= 0 or k >= n keeps all.  The k-th largest key is found
+-- bit by bit, from the top, as the largest key t with at least k keys >= t:
+-- 32 counting passes, no sort.
+def top_k [n] (k: i64) (logits: [n]f32) : [n]f32 =
+  if k <= 0 || k >= n then logits else
+  let keys = map f32_key logits
+  let kth = loop t = 0u32 for i < 32 do
+              let cand = t | (1u32 << u32.i64 (31 - i))
+              in if i64.sum (map (\key -> i64.bool (key >= cand)) keys) >= k then cand else t
+  in map2 (\x key -> if key < kth then -f32.inf else x) logits keys
+
+-- | One next token from `logits`: greedy (argmax) at temperature 0, otherwise a
+-- draw from softmax(top_k(logits / temperature)) with uniform number `ctr` of
+-- stream `k` (nanoGPT's `generate`; microgpt's with top_k 0).
+def draw [V] (temperature: f32) (k_top: i64) (k: u64) (ctr: i64) (logits: [V]f32) : i64 =
+  if temperature == 0 then argmax logits
+  else weighted_sample (softmax (top_k k_top (map (/ temperature) logits))) (uniform k ctr)
+
+module sampler (M: gpt_model) = {
+  -- | n samples as microgpt's inference loop, all advancing one position per step:
+  -- start from BOS = V-1, draw each next token until BOS or block_size tokens.
+  -- Sample i draws from RNG stream first+i under `seed`, so results do not
+  -- depend on how a large request is split into calls.  Returns [n][T] tokens,
+  -- BOS after each end.
+  def generate_samples [V][C][T][L][F] (p: M.params [V][C][T][L][F]) (hyper: M.hyper) (seed: i64)
+                       (first: i64) (n: i64) (temperature: f32) : [n][T]i64 =
+    let bos = V - 1
+    let streams = map (\i -> key seed (first + i)) (iota n)
+    let keys = replicate L (replicate n (replicate T (replicate C 0f32)))
+    let values = replicate L (replicate n (replicate T (replicate C 0f32)))
+    let (_, _, _, out, _, _) =
+      loop (token_ids, keys, values, out, done, pos_id) =
+           (replicate n bos, keys, values, replicate n (replicate T bos), replicate n false, 0)
+      while pos_id < T && !(and done) do
+        let (logits, keys, values) = M.gpt_tokens p hyper token_ids pos_id keys values
+        let next = map3 (draw temperature 0) streams (replicate n pos_id) logits
+        let done = map2 (\d t -> d || t == bos) done next
+        let out = out with [:, pos_id] = map2 (\d t -> if d then bos else t) done next
+        in (next, keys, values, out, done, pos_id + 1)
+    in out
+
+  -- | n continuations of `prompt` (nanoGPT's `generate`), max_new tokens each:
+  -- the prompt (its last T tokens) fills the KV cache, then each new token is
+  -- drawn as `draw` says, token j of sample i with uniform number j of stream
+  -- first+i under `seed`.  Once the sequence is longer than T, the model sees
+  -- only its last T tokens, as nanoGPT crops `idx_cond`: those are run through
+  -- the whole-sequence forward.  Returns [n][max_new] tokens.
+  def continue_prompt [V][C][T][L][F][P] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
+                      (seed: i64) (first: i64) (n: i64) (temperature: f32) (k_top: i64)
+                      (prompt: [P]i64) (max_new: i64) : [n][max_new]i64 =
+    let P0 = i64.min P T
+    let total = P0 + max_new
+    let streams = map (\i -> key seed (first + i)) (iota n)
+    let seqs = replicate n (concat (prompt[P - P0:] :> [P0]i64) (replicate max_new 0i64) :> [total]i64)
+    let keys = replicate L (replicate n (replicate T (replicate C 0f32)))
+    let values = replicate L (replicate n (replicate T (replicate C 0f32)))
+    -- the prompt's first P0-1 tokens into the cache; its last one starts the loop
+    let (keys, values) =
+      loop (keys, values) for pos < P0 - 1 do
+        let (_, keys, values) = M.gpt_tokens p hyper (replicate n seqs[0, pos]) pos keys values
+        in (keys, values)
+    let (seqs, _, _) =
+      loop (seqs, keys, values) for j < max_new do
+        let len = P0 + j  -- tokens so far; the newest is seqs[:, len-1]
+        let (logits, keys, values) =
+          if len <= T
+          then M.gpt_tokens p hyper (map (\s -> s[len - 1]) seqs) (len - 1) keys values
+          else (map (\s -> last (M.gpt_seq p hyper (s[len - T:len] :> [T]i64))) seqs, keys, values)
+        let next = map2 (\k lg -> draw temperature k_top k j lg) streams logits
+        in (seqs with [:, len] = next, keys, values)
+    in map (\s -> s[P0:] :> [max_new]i64) seqs
+
+  -- | The sampling path's logits for one sequence of T tokens, one token at a
+  -- time through the KV cache: [T] -> [T][V] (to test it against `gpt_seq`).
+  def cached_logits [V][C][T][L][F] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
+                    (tokens: [T]i64) : [T][V]f32 =
+    let keys = replicate L (replicate 1 (replicate T (replicate C 0f32)))
+    let values = replicate L (replicate 1 (replicate T (replicate C 0f32)))
+    let (out, _, _) =
+      loop (out, keys, values) = (replicate T (replicate V 0f32), keys, values) for pos < T do
+        let (logits, keys, values) = M.gpt_tokens p hyper [tokens[pos]] pos keys values
+        in (out with [pos] = logits[0], keys, values)
+    in out
+}
+
+-- Tests: `futhark test futhark/sample.fut`.  Expected values by hand.
+
+-- | Keeps the k largest (ties with the k-th kept), -inf elsewhere.
+-- ==
+-- entry: test_top_k
+-- input { 2i64 [1f32, 5f32, -3f32, 4f32, 0f32] }
+-- output { [-f32.inf, 5f32, -f32.inf, 4f32, -f32.inf] }
+-- input { 1i64 [-1f32, -0.5f32, -2f32] }
+-- output { [-f32.inf, -0.5f32, -f32.inf] }
+-- input { 2i64 [3f32, 1f32, 3f32, 3f32] }
+-- output { [3f32, -f32.inf, 3f32, 3f32] }
+-- input { 0i64 [1f32, 2f32] }
+-- output { [1f32, 2f32] }
+-- input { 3i64 [-0f32, 0f32, -1e-30f32, 1e-30f32] }
+-- output { [-0f32, 0f32, -f32.inf, 1e-30f32] }
+entry test_top_k [n] (k: i64) (logits: [n]f32) : [n]f32 = top_k k logits

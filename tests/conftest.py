@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from microgpt_fut.model import GPTConfig
-from microgpt_fut.runtime import BACKENDS, Runtime, built_backends
+from microgpt_fut.runtime import BACKENDS, PROGRAMS, Runtime, built_backends, library_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # ../shared/data next to the repository (the same place in CI).
@@ -25,7 +25,8 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 REQUIRED_IN_CI = ("c", "multicore", "opencl")
 
 _BUILT = built_backends()
-_RUNTIMES: dict[str, Runtime] = {}
+_BUILT_BY_PROGRAM = {p: built_backends(p) for p in PROGRAMS}
+_RUNTIMES: dict[tuple[str, str], Runtime] = {}
 
 
 def in_ci() -> bool:
@@ -33,26 +34,29 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def backend_params() -> list:
-    """One pytest.param per backend; those not built carry a skip mark with the reason."""
+def backend_params(program: str = "microgpt") -> list:
+    """One pytest.param per backend; those without ``program``'s library carry a skip
+    mark with the reason (CI checks separately that the default ones are built)."""
     out = []
     for b in BACKENDS:
-        if b in _BUILT:
+        target = library_name(b, program)
+        if b in _BUILT_BY_PROGRAM[program]:
             out.append(pytest.param(b, id=b))
         else:
             out.append(pytest.param(b, id=b, marks=pytest.mark.skip(
-                reason=f"backend {b} not built (no build/{b}/_microgpt_{b}*.so); "
-                       f"run `BACKENDS={b} ./build.sh`")))
+                reason=f"{target} not built (no build/{target}/_microgpt_{target}*.so); "
+                       f"run `BACKENDS={target} ./build.sh`")))
     return out
 
 
-def get_runtime(backend: str) -> Runtime:
-    """The session's Runtime for ``backend`` (created quietly on first use)."""
-    if backend not in _RUNTIMES:
-        if backend not in _BUILT:
-            pytest.skip(f"backend {backend} not built")
-        _RUNTIMES[backend] = Runtime(backend, quiet=True)
-    return _RUNTIMES[backend]
+def get_runtime(backend: str, program: str = "microgpt") -> Runtime:
+    """The session's Runtime for ``program`` on ``backend`` (created quietly on first use)."""
+    key = (program, backend)
+    if key not in _RUNTIMES:
+        if backend not in _BUILT_BY_PROGRAM[program]:
+            pytest.skip(f"{library_name(backend, program)} not built")
+        _RUNTIMES[key] = Runtime(backend, quiet=True, program=program)
+    return _RUNTIMES[key]
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +69,18 @@ def built() -> list[str]:
 def backend(request) -> str:
     """Each backend in turn (unbuilt ones skipped)."""
     return request.param
+
+
+@pytest.fixture(params=backend_params("gpt2"))
+def gpt2_backend(request) -> str:
+    """Each backend with GPT-2's library in turn (unbuilt ones skipped)."""
+    return request.param
+
+
+@pytest.fixture
+def gpt2_rt(gpt2_backend) -> Runtime:
+    """The cached GPT-2 Runtime of the current ``gpt2_backend``."""
+    return get_runtime(gpt2_backend, "gpt2")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Futhark's own unit tests of futhark/nn.fut and futhark/rng.fut (`futhark test`)."""
+"""Futhark's own unit tests of futhark/nn.fut, rng.fut and sample.fut (`futhark test`)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO_ROOT, in_ci
 
-UNIT_FILES = ("nn.fut", "rng.fut")
+UNIT_FILES = ("nn.fut", "rng.fut", "sample.fut")
 
 
 def find_futhark() -> str | None:
@@ -26,7 +26,7 @@ def find_futhark() -> str | None:
 
 
 def test_futhark_unit_tests_pass(tmp_path):
-    """`futhark test --backend=c` on nn.fut and rng.fut reports every test case passed.
+    """`futhark test --backend=c` on UNIT_FILES reports every test case passed.
 
     The files are copied to a temporary folder so the compiled test programs do not
     land in futhark/.
@@ -36,8 +36,8 @@ def test_futhark_unit_tests_pass(tmp_path):
         if in_ci():
             pytest.fail("no futhark compiler ($FUTHARK, PATH, .toolchain/bin/futhark) in CI")
         pytest.skip("no futhark compiler found ($FUTHARK, PATH or .toolchain/bin/futhark)")
-    for name in UNIT_FILES:
-        shutil.copy(REPO_ROOT / "futhark" / name, tmp_path / name)
+    for src in (REPO_ROOT / "futhark").glob("*.fut"):  # the tested files and their imports
+        shutil.copy(src, tmp_path / src.name)
     proc = subprocess.run([futhark, "test", f"--futhark={futhark}", "--backend=c", *UNIT_FILES],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     report = proc.stdout + proc.stderr

@@ -21,16 +21,14 @@ class DataError(ValueError):
     """The training data cannot be used; the message is one line naming the file."""
 
 
-def read_docs(path: str | Path, encoding: str = "utf-8") -> list[str]:
-    """The documents of a text file: one per line, stripped, empty lines skipped.
+def read_text(path: str | Path, encoding: str = "utf-8") -> str:
+    """The whole text of a data file, decoded with ``encoding``.
 
-    Lines are split on ``\\n`` only and stripped with ``str.strip`` (microgpt:
-    ``[l.strip() for l in text.split('\\n') if l.strip()]``). A UTF-8 byte-order
-    mark at the start is dropped. A single document is fine.
-
-    Raises DataError when the file is missing, is a directory, cannot be read,
-    is empty, holds only blank lines, has bytes that are not valid in
-    ``encoding`` (the message gives the line number), or ``encoding`` is unknown.
+    A UTF-8 byte-order mark at the start is dropped; nothing else is changed
+    (line endings are kept). Raises DataError (one line naming the file) when
+    the file is missing, is a directory, cannot be read, is empty (0 bytes),
+    has bytes that are not valid in ``encoding`` (the message gives the line
+    number and byte offset), or ``encoding`` is unknown.
     """
     path = Path(path)
     try:
@@ -56,6 +54,21 @@ def read_docs(path: str | Path, encoding: str = "utf-8") -> list[str]:
                         f"e.g. --encoding latin-1") from None
     if codec.name == "utf-8" and text.startswith("\ufeff"):
         text = text[1:]
+    return text
+
+
+def read_docs(path: str | Path, encoding: str = "utf-8") -> list[str]:
+    """The documents of a text file: one per line, stripped, empty lines skipped.
+
+    Lines are split on ``\\n`` only and stripped with ``str.strip`` (microgpt:
+    ``[l.strip() for l in text.split('\\n') if l.strip()]``). The file is read
+    with ``read_text`` (a UTF-8 byte-order mark is dropped). A single document
+    is fine.
+
+    Raises DataError as ``read_text`` does, and when the file holds only blank lines.
+    """
+    path = Path(path)
+    text = read_text(path, encoding)
     docs = [line.strip() for line in text.split("\n")]
     docs = [d for d in docs if d]
     if not docs:

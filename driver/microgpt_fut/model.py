@@ -12,6 +12,7 @@ On the device the per-layer matrices are stacked on a leading [n_layer] axis.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -34,6 +35,10 @@ class GPTConfig:
     block_size: int = 16
     mlp_width: int | None = None  # None: 4 * n_embd, as microgpt
 
+    arch: ClassVar[str] = "microgpt"  # --arch, and the checkpoint's "arch"
+    # the least vocabulary: microgpt's names hold BOS beside at least one character
+    min_vocab: ClassVar[int] = 2
+
     def __post_init__(self):
         if self.mlp_width is None:
             object.__setattr__(self, "mlp_width", 4 * self.n_embd)
@@ -44,8 +49,10 @@ class GPTConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, "
                                  f"got {getattr(self, name)}")
-        if self.vocab_size < 2:
-            raise ValueError("vocab_size must be at least 2 (one character and BOS)")
+        if self.vocab_size < self.min_vocab:
+            raise ValueError("vocab_size must be at least 2 (one character and BOS)"
+                             if self.min_vocab == 2 else
+                             f"vocab_size must be at least {self.min_vocab}, got {self.vocab_size}")
         if self.n_embd % self.n_head:
             raise ValueError(f"--n-embd {self.n_embd} is not divisible by --n-head {self.n_head}")
 
@@ -62,6 +69,24 @@ class GPTConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def file_shapes(self, prefix: str = "") -> dict[str, tuple[int, ...]]:
+        """Checkpoint name -> shape of every tensor (microgpt's names, per layer)."""
+        out = {}
+        for name, shape in self.shapes().items():
+            if name in LAYER_NAMES:
+                out.update({f"{prefix}layer{i}.{name}": shape[1:] for i in range(self.n_layer)})
+            else:
+                out[prefix + name] = shape
+        return out
+
+    def to_file(self, arrays: dict[str, np.ndarray], prefix: str = "") -> dict[str, np.ndarray]:
+        """Stacked device arrays -> checkpoint tensors (float32)."""
+        return unstack({n: np.asarray(arrays[n], np.float32) for n in PARAM_NAMES}, prefix)
+
+    def from_file(self, tensors: dict[str, np.ndarray], prefix: str = "") -> dict[str, np.ndarray]:
+        """Checkpoint tensors -> stacked device arrays; KeyError names a missing one."""
+        return stack(tensors, self.n_layer, prefix)
 
 
 def unstack(params: dict[str, np.ndarray], prefix: str = "") -> dict[str, np.ndarray]:

@@ -1,7 +1,9 @@
 """Loading the compiled Futhark libraries and choosing an OpenCL device.
 
 Each backend (c, multicore, opencl, cuda) is compiled by build.sh into
-``build/<backend>/_microgpt_<backend>*.so``, a CFFI module made by futhark-ffi.
+``build/<backend>/_microgpt_<backend>*.so``, a CFFI module made by futhark-ffi,
+for each program: microgpt's (futhark/microgpt.fut, folder ``<backend>``) and
+GPT-2's (futhark/gpt2.fut, folder ``gpt2_<backend>``).
 This module finds and loads one, applies the pocl workaround where needed,
 syncs the context where futhark-ffi does not, and frees every value before its
 context (context.OwnedContext).
@@ -20,6 +22,8 @@ from futhark_ffi import Futhark
 from .context import OwnedContext
 
 BACKENDS = ("c", "multicore", "opencl", "cuda")
+# The Futhark programs: --arch microgpt (futhark/microgpt.fut) and gpt2 (futhark/gpt2.fut).
+PROGRAMS = ("microgpt", "gpt2")
 POCL_PLATFORM = "Portable Computing Language"
 
 
@@ -39,9 +43,15 @@ def build_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "build"
 
 
-def built_backends() -> list[str]:
-    """Backends whose library build.sh has compiled, in BACKENDS order."""
-    return [b for b in BACKENDS if module_path(b) is not None]
+def library_name(backend: str, program: str = "microgpt") -> str:
+    """build.sh's target (the folder under build/) of ``program`` on ``backend``:
+    "c" for microgpt on c, "gpt2_c" for GPT-2 on c."""
+    return backend if program == "microgpt" else f"{program}_{backend}"
+
+
+def built_backends(program: str = "microgpt") -> list[str]:
+    """Backends whose library of ``program`` build.sh has compiled, in BACKENDS order."""
+    return [b for b in BACKENDS if module_path(library_name(b, program)) is not None]
 
 
 def module_path(backend: str) -> Path | None:
@@ -202,23 +212,28 @@ class Runtime:
     device). Raises BackendError when the backend is unknown, was not built,
     the device does not exist, or the context cannot be created.
 
+    ``program`` picks the library: "microgpt" (default) or "gpt2".
+
     ``close()`` syncs and frees every value the context made, then the context;
     it also runs when the Runtime is collected and at interpreter exit. Values
     (e.g. a Model's state) must not be used after it.
     """
 
     def __init__(self, backend: str, device: int | None = None, quiet: bool = False,
-                 pocl_workaround: bool = True):
+                 pocl_workaround: bool = True, program: str = "microgpt"):
         if backend not in BACKENDS:
             raise BackendError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-        path = module_path(backend)
+        target = library_name(backend, program)
+        path = module_path(target)
         if path is None:
-            raise BackendError(f"backend {backend!r} was not built (no library in "
-                               f"{build_dir() / backend}): run `BACKENDS={backend} ./build.sh`")
+            what = f"backend {backend!r}" if program == "microgpt" else f"{program} on backend {backend!r}"
+            raise BackendError(f"{what} was not built (no library in "
+                               f"{build_dir() / target}): run `BACKENDS={target} ./build.sh`")
         self.backend = backend
+        self.program = program
         self.device: OpenCLDevice | None = None
         self.build_options: tuple[str, ...] = ()
-        mod = import_module(backend, path)
+        mod = import_module(target, path)
         kwargs = {}
         if backend == "opencl":
             self.device = choose_opencl_device(device)

@@ -1,0 +1,171 @@
+"""Character-level text data: nanoGPT's shakespeare_char recipe.
+
+One text file is one stream of characters (nanoGPT data/shakespeare_char/prepare.py):
+the vocabulary is the sorted set of its characters (no BOS), the first 90% of the
+tokens train and the rest validate, and a batch is ``batch_size`` windows of
+``block_size + 1`` consecutive tokens at uniformly random starts (nanoGPT train.py
+``get_batch``; one window holds both x = w[:-1] and y = w[1:]). The random starts
+come from counter-based NumPy streams (``stream_rng``), so a batch depends only on
+(seed, step, micro-batch) and a resumed run draws the same batches.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .data import DataError, read_text
+
+TRAIN_KIND, EVAL_KINDS = 0, {"train": 1, "val": 2}
+
+
+@dataclass(frozen=True)
+class CharVocab:
+    """Token i is chars[i]; chars are the sorted unique characters of the text."""
+
+    chars: str
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharVocab":
+        """prepare.py: ``chars = sorted(list(set(data)))``."""
+        return cls("".join(sorted(set(text))))
+
+    @property
+    def size(self) -> int:
+        """vocab_size = number of characters (prepare.py; there is no BOS)."""
+        return len(self.chars)
+
+    def encode(self, text: str, what: str) -> np.ndarray:
+        """Tokens of text: int64 [len(text)] (prepare.py ``encode``: ``stoi[c]``).
+
+        Raises DataError, one line naming ``what`` (e.g. "--prompt"), at the first
+        character that is not in the vocabulary.
+        """
+        index = {c: i for i, c in enumerate(self.chars)}
+        try:
+            return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
+        except KeyError as e:
+            c = e.args[0]
+            raise DataError(f"{what}: character {c!r} (U+{ord(c):04X}) "
+                            f"is not in the model's vocabulary") from None
+
+    def decode(self, ids) -> str:
+        """The characters of a sequence of token ids (prepare.py ``decode``)."""
+        return "".join(self.chars[int(i)] for i in ids)
+
+
+def stream_rng(seed: int, kind: int, i: int, j: int) -> np.random.Generator:
+    """The random stream for (seed, kind, i, j): PCG64 seeded by SeedSequence([seed, kind, i, j]).
+
+    kind 0 is training (i = step, j = micro-batch), 1 and 2 evaluation on the
+    train and val splits (i = round, j = batch). All four must be >= 0
+    (SeedSequence raises ValueError otherwise).
+    """
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, kind, i, j])))
+
+
+def windows(tokens: np.ndarray, starts, block_size: int) -> np.ndarray:
+    """Windows tokens[s : s+block_size+1] for each start s: int64 [*starts.shape, block_size+1].
+
+    tokens: int64 [N]; starts: integer array of any shape, each in [0, N - block_size).
+    nanoGPT get_batch stacks x = data[i:i+block_size] and y = data[i+1:i+1+block_size];
+    the window holds both (x = w[..., :-1], y = w[..., 1:]).
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    return tokens[starts[..., None] + np.arange(block_size + 1, dtype=np.int64)]
+
+
+@dataclass
+class TextData:
+    """A text file as tokens, split into train (first part) and val (the rest).
+
+    train, val: int64 token arrays; sha256: hex digest of the file's bytes;
+    path: the file as given to ``load_text``.
+    """
+
+    vocab: CharVocab
+    train: np.ndarray
+    val: np.ndarray
+    block_size: int
+    val_fraction: float
+    path: str
+    sha256: str
+
+    @property
+    def n_chars(self) -> int:
+        """Number of characters (= tokens) in the whole text."""
+        return len(self.train) + len(self.val)
+
+    def _batches(self, data: np.ndarray, seed: int, kind: int, i: int, n: int,
+                 batch_size: int) -> np.ndarray:
+        """n batches: batch j holds the windows at starts drawn from stream_rng(seed, kind, i, j)."""
+        out = np.empty((n, batch_size, self.block_size + 1), dtype=np.int64)
+        for j in range(n):
+            # get_batch: ix = torch.randint(len(data) - block_size, (batch_size,))
+            starts = stream_rng(seed, kind, i, j).integers(0, len(data) - self.block_size,
+                                                           size=batch_size)
+            out[j] = windows(data, starts, self.block_size)
+        return out
+
+    def train_batch(self, step: int, seed: int, grad_accum: int, batch_size: int) -> np.ndarray:
+        """Training tokens of one step: int64 [grad_accum, batch_size, block_size+1].
+
+        Micro-batch a draws its starts from ``stream_rng(seed, 0, step, a)``, so it
+        depends only on (seed, step, a). seed, step >= 0.
+        """
+        return self._batches(self.train, seed, TRAIN_KIND, step, grad_accum, batch_size)
+
+    def eval_batches(self, split: str, seed: int, round: int, iters: int,
+                     batch_size: int) -> np.ndarray:
+        """Evaluation tokens: int64 [iters, batch_size, block_size+1] (nanoGPT estimate_loss).
+
+        split "train" (stream kind 1) or "val" (kind 2); batch i draws from
+        ``stream_rng(seed, kind, round, i)``. Raises ValueError for another split
+        name and DataError for "val" when there is no validation split.
+        """
+        if split not in EVAL_KINDS:
+            raise ValueError(f"split must be 'train' or 'val', not {split!r}")
+        data = self.train if split == "train" else self.val
+        if len(data) == 0:
+            raise DataError(f"data file {self.path!r} has no validation split (--val-fraction 0)")
+        return self._batches(data, seed, EVAL_KINDS[split], round, iters, batch_size)
+
+
+def load_text(path: str | Path, block_size: int, val_fraction: float = 0.1,
+              encoding: str = "utf-8") -> TextData:
+    """Read a text file (``read_text``), build its vocabulary and split its tokens.
+
+    prepare.py: ``train_data = data[:int(n*0.9)]``; here
+    ``n_train = int(n * (1 - val_fraction))``, train = tokens[:n_train], val = the rest.
+    val_fraction 0 means no validation split (val is empty).
+
+    Raises DataError (one line) as ``read_text`` does, and when val_fraction is not
+    in [0, 1), block_size < 1, or the text, the train split or (val_fraction > 0)
+    the validation split has fewer than block_size + 1 characters.
+    """
+    if not 0 <= val_fraction < 1:
+        raise DataError(f"--val-fraction {val_fraction} must be in [0, 1)")
+    if block_size < 1:
+        raise DataError(f"--block-size {block_size} must be at least 1")
+    path = Path(path)
+    text = read_text(path, encoding)
+    name, need = str(path), block_size + 1
+    if len(text) < need:
+        raise DataError(f"data file {name!r} has {len(text)} characters; "
+                        f"--block-size {block_size} needs at least {need}")
+    vocab = CharVocab.from_text(text)
+    tokens = vocab.encode(text, f"data file {name!r}")
+    n_train = int(len(tokens) * (1 - val_fraction))
+    train, val = tokens[:n_train], tokens[n_train:]
+    if len(train) < need:
+        raise DataError(f"data file {name!r}: the training split has {len(train)} of "
+                        f"{len(text)} characters; --block-size {block_size} needs at least "
+                        f"{need}: use a smaller --block-size or a smaller --val-fraction")
+    if val_fraction > 0 and len(val) < need:
+        raise DataError(f"data file {name!r}: the validation split has {len(val)} of "
+                        f"{len(text)} characters; --block-size {block_size} needs at least "
+                        f"{need}: use a smaller --block-size or a larger --val-fraction")
+    sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+    return TextData(vocab, train, val, block_size, val_fraction, name, sha256)

@@ -1,0 +1,41 @@
+-- | What training and sampling need of a model: the interface that microgpt
+-- (model.fut) and GPT-2 (gpt2_model.fut) both implement, so that the loss,
+-- `vjp2`, the optimisers and sampling (train.fut, sample.fut) are written once,
+-- as parametric modules over it.
+--
+-- Sizes are run-time values carried in the types: V = vocab_size, C = n_embd,
+-- T = block_size, L = n_layer, F = MLP width.
+
+module type gpt_model = {
+  -- | Run-time settings that are not array sizes (n_head; GPT-2's bias flag).
+  type hyper
+
+  -- | The weights, a record of arrays.
+  type params [V][C][T][L][F]
+
+  -- | Apply `f` to every pair / triple of corresponding weights.
+  val params_map2 [V][C][T][L][F] : (f32 -> f32 -> f32)
+                                  -> params [V][C][T][L][F] -> params [V][C][T][L][F]
+                                  -> params [V][C][T][L][F]
+  val params_map3 [V][C][T][L][F] : (f32 -> f32 -> f32 -> f32)
+                                  -> params [V][C][T][L][F] -> params [V][C][T][L][F]
+                                  -> params [V][C][T][L][F] -> params [V][C][T][L][F]
+  -- | As `params_map3`; f's first argument says whether weight decay applies to
+  -- the tensor (nanoGPT: tensors of two or more dimensions, not biases or norms).
+  val params_map3_decay [V][C][T][L][F] : (bool -> f32 -> f32 -> f32 -> f32)
+                                        -> params [V][C][T][L][F] -> params [V][C][T][L][F]
+                                        -> params [V][C][T][L][F] -> params [V][C][T][L][F]
+  -- | The sum of squares of every weight.
+  val params_sum_sq [V][C][T][L][F] : params [V][C][T][L][F] -> f32
+
+  -- | The training forward: logits [n][V] for every position of one sequence of
+  -- n <= T tokens, with the causal mask (position t sees tokens 0..t).
+  val gpt_seq [V][C][T][L][F][n] : params [V][C][T][L][F] -> hyper -> [n]i64 -> [n][V]f32
+
+  -- | The sampling forward: logits [n][V] for one token of each of n sequences,
+  -- all at position `pos`, appending their keys and values to the caches
+  -- [L][n][T][C] (rows 0..pos-1 filled by earlier calls).
+  val gpt_tokens [V][C][T][L][F][n] : params [V][C][T][L][F] -> hyper -> [n]i64 -> i64
+                                    -> *[L][n][T][C]f32 -> *[L][n][T][C]f32
+                                    -> ([n][V]f32, *[L][n][T][C]f32, *[L][n][T][C]f32)
+}
