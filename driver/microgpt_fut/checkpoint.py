@@ -1,9 +1,13 @@
 """Checkpoints: the model, Adam's moments and the training settings in one safetensors file.
 
-Tensors (float32) carry microgpt's state_dict names: ``wte``, ``wpe``, ``lm_head``,
-``layer{i}.attn_wq`` ... ``layer{i}.mlp_fc2`` (see model.py for shapes), and
-Adam's moments under ``adam.m.`` and ``adam.v.`` with the same names; ``train.losses``
-[step] is the loss of every step so far. The safetensors metadata (strings) holds
+Tensors (float32) carry the model's names: microgpt's state_dict names (``wte``,
+``wpe``, ``lm_head``, ``layer{i}.attn_wq`` ... ``layer{i}.mlp_fc2``, model.py) or
+Hugging Face GPT-2's (``wte.weight``, ``h.{i}.attn.c_attn.weight`` ..., gpt2.py),
+and Adam's moments under ``adam.m.`` and ``adam.v.`` with the same names;
+``train.losses`` [step] is the loss of every step so far (and for text runs
+``train.grad_norms`` [step] each step's gradient norm). The metadata ``arch``
+(microgpt or gpt2) and ``data_format`` (lines or text) say which; absent, they
+are microgpt and lines. The safetensors metadata (strings) holds
 FORMAT, the config and vocabulary as JSON, the step, and the run's settings and
 data identity (TRAIN_KEYS), which is all ``train --resume`` needs to continue
 exactly. Writes are atomic: a checkpoint file is either the old one or the
@@ -20,14 +24,22 @@ from pathlib import Path
 
 import numpy as np
 
-from .model import PARAM_NAMES, GPTConfig, stack, unstack
+from .gpt2 import GPT2Config
+from .model import GPTConfig
 
 FORMAT = "microgpt-fut/1"
 _FORMAT_NAME = FORMAT.split("/")[0]
 _MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
 LOSSES = "train.losses"
-_INT_KEYS = ("num_steps", "seed", "batch_size", "n_docs", "cursor")
-_FLOAT_KEYS = ("lr", "beta1", "beta2", "eps")
+NORMS = "train.grad_norms"
+CONFIGS = {"microgpt": GPTConfig, "gpt2": GPT2Config}  # arch -> config class
+DATA_FORMATS = ("lines", "text")
+# text runs (nanoGPT's recipe) add: its schedule, AdamW's decay, the clip, the
+# accumulation, the evaluations, the validation split and the text's length
+_INT_KEYS = ("num_steps", "seed", "batch_size", "n_docs", "cursor", "warmup_steps",
+             "lr_decay_steps", "grad_accum", "eval_every", "eval_iters", "n_chars")
+_FLOAT_KEYS = ("lr", "beta1", "beta2", "eps", "min_lr", "weight_decay", "grad_clip",
+               "val_fraction")
 _STR_KEYS = ("data", "data_path", "data_sha256", "encoding")
 # The run's settings: total steps and the lr schedule's parameters, the seed (of the
 # initial weights and of the data order), the batch size, and the data's identity:
@@ -44,11 +56,15 @@ class CheckpointError(ValueError):
 class Checkpoint:
     """What a checkpoint holds.
 
-    params/m/v: stacked float32 arrays keyed by PARAM_NAMES (shapes:
-    ``config.shapes()``); m and v are None when loaded with ``adam=False``.
-    vocab: the characters (token i is vocab[i]; BOS = len(vocab)).
+    config: GPTConfig or GPT2Config (its class is the arch).
+    params/m/v: the device's arrays (shapes: ``config.shapes()``); m and v are
+    None when loaded with ``adam=False``.
+    vocab: the characters (token i is vocab[i]; with data_format "lines",
+    BOS = len(vocab)).
     train: the run's settings (TRAIN_KEYS), as ints, floats and str.
     losses: float32 [step], the loss of each step so far, or None (not stored).
+    norms: float32 [step], each step's gradient norm (text runs), or None.
+    evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs).
     """
 
     config: GPTConfig
@@ -59,11 +75,21 @@ class Checkpoint:
     step: int = 0
     train: dict = field(default_factory=dict)
     losses: np.ndarray | None = None
+    data_format: str = "lines"
+    norms: np.ndarray | None = None
+    evals: list | None = None
+
+    @property
+    def arch(self) -> str:
+        return self.config.arch
 
 
 def _metadata(ck: Checkpoint) -> dict[str, str]:
     meta = {"format": FORMAT, "config": json.dumps(ck.config.to_dict()),
-            "vocab": json.dumps(list(ck.vocab)), "step": str(int(ck.step))}
+            "vocab": json.dumps(list(ck.vocab)), "step": str(int(ck.step)),
+            "arch": ck.arch, "data_format": ck.data_format}
+    if ck.evals is not None:
+        meta["evals"] = json.dumps([[int(s), float(a), float(b)] for s, a, b in ck.evals])
     for k in TRAIN_KEYS:
         if k in ck.train:
             v = ck.train[k]
@@ -101,14 +127,13 @@ def save(path: str | Path, ck: Checkpoint) -> None:
     zeros = {n: np.zeros(s, np.float32) for n, s in shapes.items()}
     tensors = {}
     for prefix, group in (("", ck.params), ("adam.m.", ck.m or zeros), ("adam.v.", ck.v or zeros)):
-        for name, arr in unstack({n: np.asarray(group[n], np.float32) for n in PARAM_NAMES},
-                                 prefix).items():
-            tensors[name] = arr
-    if ck.losses is not None:
-        losses = np.ascontiguousarray(ck.losses, dtype=np.float32)
-        if losses.shape != (ck.step,):
-            raise ValueError(f"losses has shape {losses.shape}, expected ({ck.step},)")
-        tensors[LOSSES] = losses
+        tensors.update(ck.config.to_file(group, prefix))
+    for name, series in ((LOSSES, ck.losses), (NORMS, ck.norms)):
+        if series is not None:
+            series = np.ascontiguousarray(series, dtype=np.float32)
+            if series.shape != (ck.step,):
+                raise ValueError(f"{name} has shape {series.shape}, expected ({ck.step},)")
+            tensors[name] = series
     from safetensors.numpy import save as st_save
 
     data = st_save(tensors, metadata=_metadata(ck))
@@ -236,29 +261,34 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
             for k in ("config", "vocab", "step"):
                 if k not in meta:
                     raise CheckpointError(f"{where} lacks the {k!r} metadata")
+            arch = meta.get("arch", "microgpt")
+            data_format = meta.get("data_format", "lines")
+            if arch not in CONFIGS:
+                raise CheckpointError(f"{where} has an unknown arch {arch!r} "
+                                      f"(this version knows {', '.join(CONFIGS)})")
+            if data_format not in DATA_FORMATS:
+                raise CheckpointError(f"{where} has an unknown data_format {data_format!r}")
             try:
-                config = GPTConfig(**json.loads(meta["config"]))
+                config = CONFIGS[arch](**json.loads(meta["config"]))
                 config.validate()
                 vocab = json.loads(meta["vocab"])
                 assert isinstance(vocab, list) and all(isinstance(c, str) for c in vocab)
                 step = int(meta["step"])
                 train = _parse_train(meta)
+                evals = json.loads(meta["evals"]) if "evals" in meta else None
+                assert evals is None or all(len(e) == 3 for e in evals)
             except Exception as e:
                 raise CheckpointError(f"{where} has unusable metadata: "
                                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
                                       ) from None
-            if len(vocab) + 1 != config.vocab_size:
+            n_tokens = len(vocab) + (1 if data_format == "lines" else 0)  # lines add BOS
+            if n_tokens != config.vocab_size:
                 raise CheckpointError(f"{where}: vocabulary of {len(vocab)} characters does not "
                                       f"match vocab_size {config.vocab_size}")
             groups = [""] + (["adam.m.", "adam.v."] if adam else [])
             expected = {}
             for prefix in groups:
-                for name, shape in config.shapes().items():
-                    if name in PARAM_NAMES[3:]:
-                        for i in range(config.n_layer):
-                            expected[f"{prefix}layer{i}.{name}"] = shape[1:]
-                    else:
-                        expected[prefix + name] = shape
+                expected.update(config.file_shapes(prefix))
             tensors = {}
             for name, shape in expected.items():
                 if name not in names:
@@ -270,16 +300,20 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                     raise CheckpointError(f"{where}: tensor {name!r} has shape {tuple(arr.shape)}, "
                                           f"its config needs {tuple(shape)}")
                 tensors[name] = arr
-            losses = f.get_tensor(LOSSES) if LOSSES in names else None
-            if losses is not None and (losses.dtype != np.float32 or losses.shape != (step,)):
-                raise CheckpointError(f"{where}: tensor {LOSSES!r} is {losses.dtype} "
-                                      f"{tuple(losses.shape)}, expected float32 ({step},)")
+            series = {}
+            for name in (LOSSES, NORMS):
+                a = f.get_tensor(name) if name in names else None
+                if a is not None and (a.dtype != np.float32 or a.shape != (step,)):
+                    raise CheckpointError(f"{where}: tensor {name!r} is {a.dtype} "
+                                          f"{tuple(a.shape)}, expected float32 ({step},)")
+                series[name] = a
     except CheckpointError:
         raise
     except Exception as e:  # safetensors' own errors
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"cannot read {where}: {msg}") from None
-    params = stack(tensors, config.n_layer)
-    m = stack(tensors, config.n_layer, "adam.m.") if adam else None
-    v = stack(tensors, config.n_layer, "adam.v.") if adam else None
-    return Checkpoint(config, vocab, params, m, v, step, train, losses)
+    params = config.from_file(tensors)
+    m = config.from_file(tensors, "adam.m.") if adam else None
+    v = config.from_file(tensors, "adam.v.") if adam else None
+    return Checkpoint(config, vocab, params, m, v, step, train, series[LOSSES], data_format,
+                      series[NORMS], evals)

@@ -103,7 +103,7 @@ def _check_temperature(ctx, param, value):
 
 
 def _check_lr(ctx, param, value):
-    if not (math.isfinite(value) and value > 0):
+    if value is not None and not (math.isfinite(value) and value > 0):
         raise click.BadParameter(f"must be a positive number, got {value}")
     return value
 
@@ -168,9 +168,34 @@ def _exit_with(code: int, msg: str) -> click.ClickException:
     return e
 
 
-def _runtime(backend: str, device: int | None, quiet: bool) -> Runtime:
+def _runtime(backend: str, device: int | None, quiet: bool, program: str = "microgpt") -> Runtime:
     with _user_errors():
-        return Runtime(backend, device, quiet=quiet)
+        return Runtime(backend, device, quiet=quiet, program=program)
+
+
+def _load_config(ctx, param, value):
+    """--config FILE (TOML): option values (nanoGPT's names, with - or _) used where the
+    command line gives none; read before the other options (eager)."""
+    if value is None:
+        return None
+    import tomllib
+
+    try:
+        with open(value, "rb") as f:
+            table = tomllib.load(f)
+    except OSError as e:
+        raise click.BadParameter(f"cannot read {str(value)!r}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise click.BadParameter(f"{str(value)!r} is not valid TOML: {_first_line(str(e))}") from None
+    names = {p.name for p in ctx.command.params if p.name != "config"}
+    defaults = {}
+    for key, v in table.items():
+        name = key.replace("-", "_")
+        if name not in names:
+            raise click.BadParameter(f"{str(value)!r}: unknown setting {key!r}")
+        defaults[name] = v
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
 
 
 _backend_opt = click.option(
@@ -227,12 +252,45 @@ about 1e-6)."""
               help="Context length in tokens; longer documents are cut.")
 @click.option("--mlp-width", type=int, default=None, callback=_check_positive,
               help="Hidden width of the MLP.  [default: 4 * n-embd]")
-@click.option("--lr", type=float, default=0.01, show_default=True, callback=_check_lr,
-              help="Adam learning rate (decays linearly to 0).")
+@click.option("--lr", type=float, default=None, callback=_check_lr,
+              help="Peak learning rate: microgpt's Adam decays it linearly to 0; text runs "
+                   "warm up to it and decay it to --min-lr.  [default: 0.01 names; 1e-3 text]")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=42, show_default=True,
               help="Seed for the shuffle, the initial weights and the samples.")
 @click.option("--steps-per-call", type=int, default=50, show_default=True,
               callback=_check_positive, help="Training steps fused into one kernel call.")
+@click.option("--arch", type=click.Choice(["microgpt", "gpt2"]), default="microgpt",
+              show_default=True, help="The model: microgpt's (rmsnorm, ReLU, no biases, Adam) "
+                                      "or GPT-2's (LayerNorm, GELU, tied head, AdamW recipe).")
+@click.option("--data-format", type=click.Choice(["lines", "text"]), default="lines",
+              show_default=True, help="lines: one document per line with BOS (names); text: the "
+                                      "whole file as one character stream (--arch gpt2).")
+@click.option("--bias/--no-bias", default=True, show_default=True,
+              help="gpt2: biases in the linear layers and LayerNorms (nanoGPT's bias).")
+@click.option("--val-fraction", type=float, default=0.1, show_default=True,
+              help="text: the last fraction of the text held out for validation.")
+@click.option("--grad-accum", type=int, default=1, show_default=True, callback=_check_positive,
+              help="text: micro-batches of --batch-size accumulated per step.")
+@click.option("--min-lr", type=float, default=None,
+              help="text: learning rate at the end of the cosine decay.  [default: lr/10]")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None,
+              help="text: steps of linear warm-up.  [default: min(100, steps/10)]")
+@click.option("--lr-decay-steps", type=int, default=None,
+              help="text: step where the cosine decay reaches --min-lr.  [default: --steps]")
+@click.option("--beta1", type=float, default=None, help="text: AdamW beta1.  [default: 0.9]")
+@click.option("--beta2", type=float, default=None, help="text: AdamW beta2.  [default: 0.95]")
+@click.option("--weight-decay", type=float, default=None,
+              help="text: AdamW weight decay of the >= 2-D tensors.  [default: 0.1]")
+@click.option("--grad-clip", type=float, default=None,
+              help="text: clip the gradient to this global norm (0: off).  [default: 1.0]")
+@click.option("--eval-every", type=int, default=None, callback=_check_positive,
+              help="text: evaluate both splits every N steps (and at the end).  [default: 250]")
+@click.option("--eval-iters", type=int, default=None, callback=_check_positive,
+              help="text: batches per split and evaluation.  [default: 20]")
+@click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
+              expose_value=False, callback=_load_config,
+              help="TOML file of option values (e.g. weight_decay = 0.1); the command line "
+                   "wins.")
 @click.option("--threads", type=int, default=1, show_default=True, callback=_check_positive,
               help="c backend: split each batch over N CPU threads, one kernel context each "
                    "(use at most the cores; more than --batch-size is cut to it); their "
@@ -246,14 +304,16 @@ about 1e-6)."""
                    "leaves the previous one).")
 @click.option("--resume", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Continue the run saved in checkpoint FILE (see below).")
-@click.option("--samples", type=click.IntRange(min=0), default=20, show_default=True,
-              help="Names to generate after training.")
-@click.option("--temperature", type=float, default=0.5, show_default=True,
-              callback=_check_temperature, help="Sampling temperature (0 = greedy).")
+@click.option("--samples", type=click.IntRange(min=0), default=None,
+              help="Samples to print after training.  [default: 20 names; 1 text]")
+@click.option("--temperature", type=float, default=None, callback=_check_temperature,
+              help="Sampling temperature (0 = greedy).  [default: 0.5 names; 0.8 text]")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the samples.")
 @click.pass_context
 def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_head, n_layer,
-          block_size, mlp_width, lr, seed, steps_per_call, threads, out, save_every, resume,
+          block_size, mlp_width, lr, seed, steps_per_call, arch, data_format, bias,
+          val_fraction, grad_accum, min_lr, warmup_steps, lr_decay_steps, beta1, beta2,
+          weight_decay, grad_clip, eval_every, eval_iters, threads, out, save_every, resume,
           samples, temperature, quiet):
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
@@ -264,8 +324,23 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     say = (lambda *a, **k: None) if quiet else click.echo
     given = {name: ctx.params[name] for name in ctx.params
              if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
-                                                   ParameterSource.ENVIRONMENT)}
+                                                   ParameterSource.ENVIRONMENT,
+                                                   ParameterSource.DEFAULT_MAP)}
     _check_threads(threads, backend)
+    text_run = data_format == "text" or arch == "gpt2"
+    if resume is not None and not text_run:
+        with _user_errors():
+            text_run = ckpt.read_metadata(resume).get("data_format") == "text"
+    if text_run:
+        from . import cli_text
+
+        return cli_text.train(ctx, dict(ctx.params), given, say, quiet)
+    for name in _TEXT_ONLY:
+        if name in given and given[name] != ctx.command.params[_param_index(ctx, name)].default:
+            raise _bad_option(f"{_opt_name(name)} applies to --data-format text runs")
+    samples = 20 if samples is None else samples
+    temperature = 0.5 if temperature is None else temperature
+    lr = 0.01 if lr is None else lr
     ck = None
     if resume is None:
         settings = TrainSettings(num_steps=steps, batch_size=batch_size, lr=lr, seed=seed,
@@ -323,6 +398,19 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     with _user_errors():
         names = generate_names(run.model, run.vocab, samples, temperature, settings.seed)
     _print_samples(names, quiet)
+
+
+# Options that only text runs read.
+_TEXT_ONLY = ("bias", "val_fraction", "grad_accum", "min_lr", "warmup_steps", "lr_decay_steps",
+              "beta1", "beta2", "weight_decay", "grad_clip", "eval_every", "eval_iters")
+
+
+def _param_index(ctx, name: str) -> int:
+    return [p.name for p in ctx.command.params].index(name)
+
+
+def _opt_name(name: str) -> str:
+    return "--no-bias" if name == "bias" else "--" + name.replace("_", "-")
 
 
 def _plan_resume(resume: Path, given: dict, steps_per_call: int):
@@ -398,25 +486,44 @@ def _print_samples(names: list[str], quiet: bool) -> None:
 
 
 @main.command()
-@click.option("-n", "--num", type=click.IntRange(min=0), default=20, show_default=True,
-              help="Number of samples.")
-@click.option("--temperature", type=float, default=0.5, show_default=True,
-              callback=_check_temperature, help="Sampling temperature (0 = greedy).")
+@click.option("-n", "--num", type=click.IntRange(min=0), default=None,
+              help="Number of samples.  [default: 20 names; 1 text]")
+@click.option("--temperature", type=float, default=None, callback=_check_temperature,
+              help="Sampling temperature (0 = greedy).  [default: 0.5 names; 0.8 text]")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               default=Path("model.safetensors"), show_default=True, help="Checkpoint to load.")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=42, show_default=True,
               help="Sampling seed (sample i uses random stream i).")
+@click.option("--prompt", default=None,
+              help="Text models: the text to continue.  [default: a newline]")
+@click.option("--max-new-tokens", type=int, default=500, show_default=True,
+              help="Text models: characters to generate after the prompt.")
+@click.option("--top-k", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Text models: draw only from the k likeliest tokens (0: all).")
 @_backend_opt
 @_device_opt
 @click.option("--threads", type=int, default=1, show_default=True, callback=_check_positive,
               help="c backend: split the samples over N CPU threads (the names are the same).")
-def sample(num, temperature, checkpoint, seed, backend, device, threads):
-    """Print names sampled from a trained checkpoint."""
+@click.pass_context
+def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_k, backend,
+           device, threads):
+    """Print samples of a trained checkpoint: new names, or continuations of --prompt
+    for a text model (nanoGPT's sample.py)."""
     _check_threads(threads, backend)
-    if num == 0:
-        return
     with _user_errors():
         ck = ckpt.load(checkpoint, adam=False)
+    if ck.data_format == "text":
+        from . import cli_text
+
+        return cli_text.sample(ck, dict(ctx.params))
+    for name in ("prompt", "max_new_tokens", "top_k"):
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
+            raise _bad_option(f"--{name.replace('_', '-')} applies to text models; "
+                              f"{str(checkpoint)!r} is a names model")
+    num = 20 if num is None else num
+    temperature = 0.5 if temperature is None else temperature
+    if num == 0:
+        return
     rt = _runtime(backend, device, quiet=False)
     with _user_errors():
         if min(threads, num) > 1:

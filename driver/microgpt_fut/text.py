@@ -82,7 +82,7 @@ class TextData:
     """A text file as tokens, split into train (first part) and val (the rest).
 
     train, val: int64 token arrays; sha256: hex digest of the file's bytes;
-    path: the file as given to ``load_text``.
+    path: the file as given to ``load_text``; encoding: the one it was read with.
     """
 
     vocab: CharVocab
@@ -92,6 +92,7 @@ class TextData:
     val_fraction: float
     path: str
     sha256: str
+    encoding: str = "utf-8"
 
     @property
     def n_chars(self) -> int:
@@ -168,4 +169,4 @@ def load_text(path: str | Path, block_size: int, val_fraction: float = 0.1,
                         f"{len(text)} characters; --block-size {block_size} needs at least "
                         f"{need}: use a smaller --block-size or a larger --val-fraction")
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-    return TextData(vocab, train, val, block_size, val_fraction, name, sha256)
+    return TextData(vocab, train, val, block_size, val_fraction, name, sha256, encoding)

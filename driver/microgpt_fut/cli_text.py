@@ -1,0 +1,260 @@
+"""``train`` and ``sample`` for text models (``--data-format text``, ``--arch gpt2``).
+
+The command line itself (options, one-line errors, Ctrl-C, atomic saves) is
+cli.py's; this module is what those commands do for a GPT-2 trained on a
+stream of characters with nanoGPT's recipe (text_training.py).
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from . import checkpoint as ckpt
+from . import curves
+from .cli import _bad_option, _check_out, _exit_with, _first_line, _kept, _runtime, _user_errors
+from .gpt2 import GPT2Config, GPT2Model, Recipe
+from .interrupt import stop_on_sigint
+from .text import CharVocab, load_text
+from .text_training import TextSettings, TextTraining
+from .trainer import Diverged
+
+# Options of text runs (click's names) that the checkpoint fixes when resuming.
+_FIXED = {"steps": "num_steps", "batch_size": "batch_size", "grad_accum": "grad_accum",
+          "eval_every": "eval_every", "eval_iters": "eval_iters", "seed": "seed", "lr": "lr",
+          "min_lr": "min_lr", "warmup_steps": "warmup_steps", "lr_decay_steps": "lr_decay_steps",
+          "beta1": "beta1", "beta2": "beta2", "weight_decay": "weight_decay",
+          "grad_clip": "grad_clip", "val_fraction": "val_fraction"}
+_SIZES = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
+SAMPLE_TOKENS = 200    # continuation printed after training
+SEPARATOR = "---------------"
+
+
+def _opt(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def settings_from_options(o: dict) -> TextSettings:
+    """TextSettings from the train command's options (None: the text recipe's default:
+    nanoGPT's AdamW betas (0.9, 0.95), weight decay 0.1, clip 1.0, lr 1e-3 decayed
+    to lr/10 at the last step after min(100, steps/10) warm-up steps)."""
+    steps = o["steps"]
+    lr = o["lr"] if o["lr"] is not None else 1e-3
+    pick = lambda name, default: o[name] if o[name] is not None else default  # noqa: E731
+    recipe = Recipe(lr=lr, min_lr=pick("min_lr", lr / 10),
+                    warmup_steps=pick("warmup_steps", min(100, steps // 10)),
+                    lr_decay_steps=pick("lr_decay_steps", steps), beta1=pick("beta1", 0.9),
+                    beta2=pick("beta2", 0.95), weight_decay=pick("weight_decay", 0.1),
+                    grad_clip=pick("grad_clip", 1.0))
+    return TextSettings(steps, o["batch_size"], recipe, o["grad_accum"], pick("eval_every", 250),
+                        pick("eval_iters", 20), o["seed"], o["steps_per_call"])
+
+
+def _resume_plan(resume: Path, given: dict, steps_per_call: int):
+    """(checkpoint, settings, data path, encoding, val_fraction) of a text run to
+    resume; a one-line error when a given option conflicts with it."""
+    where = f"checkpoint {str(resume)!r}"
+    with _user_errors():
+        ck = ckpt.load(resume)
+    t = ck.train
+    for name, key in _FIXED.items():
+        if name in given and given[name] is not None and key in t and given[name] != t[key]:
+            raise _bad_option(f"{_opt(name)} {given[name]} conflicts with {where}, whose run has "
+                              f"{_opt(name)} {t[key]}; leave it out when resuming")
+    for name in _SIZES:
+        if given.get(name) is not None and given[name] != getattr(ck.config, name):
+            shown = _opt(name) if name != "bias" else "--bias/--no-bias"
+            raise _bad_option(f"{shown} {given[name]} conflicts with {where}, which has "
+                              f"{getattr(ck.config, name)}; a resumed run keeps its model")
+    try:
+        settings = TextSettings.from_train(t, steps_per_call)
+    except KeyError as e:
+        raise click.ClickException(f"{where} lacks the {e.args[0]!r} metadata a text run "
+                                   "needs to resume") from None
+    data = given.get("data") or Path(t.get("data_path", ""))
+    if not data.is_file():
+        raise click.ClickException(f"{where} was trained on data file {str(data)!r}, which is "
+                                   "not there any more; pass --data FILE with the same text")
+    return ck, settings, data, given.get("encoding") or t.get("encoding", "utf-8"), t["val_fraction"]
+
+
+def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
+    """`train --data-format text`: a GPT-2 on the text with nanoGPT's recipe, evaluated
+    every --eval-every steps, saved to --out with its loss curves beside it."""
+    if o["arch"] != "gpt2" and (o["resume"] is None or "arch" in given):
+        raise _bad_option("--data-format text trains --arch gpt2 (microgpt's model trains on "
+                          "--data-format lines)")
+    if o["threads"] > 1:
+        raise _bad_option("--threads applies to --arch microgpt only; --arch gpt2 runs on one "
+                          "kernel context (use --backend multicore for all cores)")
+    resume, out = o["resume"], o["out"]
+    ck = None
+    if resume is None:
+        if o["data"] is None:
+            raise _bad_option("--data-format text needs --data FILE (a text file, e.g. "
+                              "tinyshakespeare.txt)")
+        settings = settings_from_options(o)
+        try:
+            settings.validate()
+        except ValueError as e:
+            raise _bad_option(str(e)) from None
+        if o["n_embd"] % o["n_head"]:
+            raise _bad_option(f"--n-embd {o['n_embd']} is not divisible by --n-head {o['n_head']}")
+        data_path, encoding, val_fraction = o["data"], o["encoding"], o["val_fraction"]
+    else:
+        ck, settings, data_path, encoding, val_fraction = _resume_plan(resume, given,
+                                                                       o["steps_per_call"])
+        out = out if "out" in given else resume
+    _check_out(out, data_path)
+    rt = _runtime(o["backend"], o["device"], quiet, program="gpt2")
+    with _user_errors():
+        block = ck.config.block_size if ck else o["block_size"]
+        data = load_text(data_path, block, val_fraction, encoding)
+        config = ck.config if ck else GPT2Config(data.vocab.size, o["n_embd"], o["n_head"],
+                                                 o["n_layer"], o["block_size"], o["mlp_width"],
+                                                 o["bias"])
+        if ck is not None and data.sha256 != ck.train.get("data_sha256"):
+            raise ValueError(f"refusing to resume checkpoint {str(resume)!r} on other data: "
+                             f"{str(data_path)!r} is not the text it was trained on")
+        run = (TextTraining.resume(rt, ck, data, settings) if ck else
+               TextTraining.start(rt, data, settings, config))
+    say(f"data: {data.path} | {data.n_chars:,} characters, vocab size {data.vocab.size} | "
+        f"train {len(data.train):,} tokens, val {len(data.val):,}")
+    say(f"model: gpt2, {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
+        f"block size {config.block_size}, {'with' if config.bias else 'no'} biases | "
+        f"num params: {config.num_params() / 1e6:.2f}M | backend: {o['backend']}"
+        + (f" ({rt.device.name})" if rt.device else ""))
+    if ck is not None:
+        say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
+            + (": the run is complete, nothing to train" if run.done else ""))
+    ours = ck.step if ck is not None and out == resume else None
+    if not _train_and_save(run, out, o["save_every"], say, quiet, ours):
+        click.echo(f"interrupted: saved the checkpoint of step {run.step} of {run.num_steps} "
+                   f"to {str(out)!r}; continue with: microgpt-fut train --resume "
+                   f"{shlex.quote(str(out))}", err=True)
+        ctx.exit(130)
+    if run.seconds:
+        say(f"trained {run.step - (ck.step if ck else 0)} steps in {run.seconds:.1f} s "
+            f"({run.positions / max(run.seconds, 1e-9):,.0f} tok/s)")
+    if run.evals:
+        s, tl, vl = run.evals[-1]
+        say(f"final: step {s}: train loss {tl:.4f}, val loss {vl:.4f}")
+    csv_path, png_path = curves.paths(out)
+    say(f"saved {out}, {csv_path.name}, {png_path.name}")
+    n = o["samples"] if o["samples"] is not None else 1
+    temperature = o["temperature"] if o["temperature"] is not None else 0.8
+    with _user_errors():
+        texts = continuations(run.model, data.vocab, "\n", n, SAMPLE_TOKENS, temperature, 0,
+                              settings.seed)
+    print_texts(texts, quiet)
+
+
+def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, quiet: bool,
+                    ours: int | None) -> bool:
+    """Train to the end with progress, saving (checkpoint, CSV, PNG) every save_every
+    steps, at every evaluation and at the end. False when Ctrl-C stopped it (saved)."""
+    saved = [ours]
+    bar = None
+    if not quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+        bar = tqdm(total=run.num_steps, initial=run.step, unit="step", dynamic_ncols=True,
+                   file=sys.stderr)
+    write = bar.write if bar is not None else say
+    title = f"{Path(run.data.path).name}: gpt2 {run.model.config.num_params() / 1e6:.2f}M params"
+
+    def save():
+        try:
+            ckpt.save(out, run.checkpoint())
+        except ckpt.CheckpointError as e:
+            raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
+        saved[0] = run.step
+        try:
+            curves.write(out, run.losses, run.norms, run.evals, title)
+        except OSError as e:
+            raise click.ClickException(f"cannot write the loss curves beside {str(out)!r}: "
+                                       f"{e.strerror or e}; the checkpoint is saved") from None
+
+    def progress(step, total, loss, norm, rate):
+        if bar is not None:
+            bar.update(step - bar.n)
+            bar.set_postfix_str(f"loss {loss:.4f} | norm {norm:.2f} | {rate:,.0f} tok/s")
+        else:
+            say(f"step {step:{len(str(total))}d} / {total} | loss {loss:.4f} | "
+                f"grad norm {norm:.4f} | {rate:,.0f} tok/s")
+
+    def on_eval(step, train_loss, val_loss):
+        write(f"step {step}: train loss {train_loss:.4f}, val loss {val_loss:.4f}")
+
+    with stop_on_sigint() as stop:
+        try:
+            while not run.done and not stop():
+                until = run.num_steps
+                if save_every:
+                    until = min(until, (run.step // save_every + 1) * save_every)
+                run.run(until, progress, on_eval, report_every=10 if bar else 100,
+                        should_stop=stop)
+                if not run.done and not stop():
+                    save()
+                    write(f"saved checkpoint {out} (step {run.step} of {run.num_steps})")
+            if run.step == 0 and not run.evals:
+                run.evaluate()
+            save()
+        except Diverged as e:
+            raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
+        except KeyboardInterrupt:
+            raise _exit_with(130, f"interrupted twice: stopped without saving; "
+                                  f"{_kept(out, saved[0])}") from None
+        except RuntimeError as e:
+            raise click.ClickException(f"{_first_line(str(e))}; {_kept(out, saved[0])}") from None
+        except MemoryError:
+            raise click.ClickException(f"out of memory: try smaller sizes, --batch-size or "
+                                       f"--steps-per-call; {_kept(out, saved[0])}") from None
+        finally:
+            if bar is not None:
+                bar.close()
+    return not stop()
+
+
+def continuations(model: GPT2Model, vocab: CharVocab, prompt: str, n: int, max_new: int,
+                  temperature: float, top_k: int, seed: int) -> list[str]:
+    """n samples of ``prompt`` + max_new generated characters (nanoGPT's sample.py).
+    Raises DataError when the prompt is empty or has a character outside the vocabulary."""
+    if not prompt:
+        raise ValueError("--prompt is empty; give at least one character")
+    ids = vocab.encode(prompt, "--prompt")
+    rows = model.generate(seed, n, temperature, top_k, ids, max_new) if n and max_new else \
+        np.zeros((n, 0), np.int64)
+    return [prompt + vocab.decode(r) for r in rows]
+
+
+def print_texts(texts: list[str], quiet: bool) -> None:
+    """Each sample followed by nanoGPT's separator line."""
+    for t in texts:
+        click.echo(t)
+        click.echo(SEPARATOR)
+
+
+def sample(ck: ckpt.Checkpoint, o: dict) -> None:
+    """`sample` of a text checkpoint: continuations of --prompt."""
+    if o["threads"] > 1:
+        raise _bad_option("--threads applies to names models only")
+    if o["max_new_tokens"] < 0:
+        raise _bad_option(f"--max-new-tokens must be at least 0, got {o['max_new_tokens']}")
+    n = o["num"] if o["num"] is not None else 1
+    temperature = o["temperature"] if o["temperature"] is not None else 0.8
+    prompt = o["prompt"] if o["prompt"] is not None else "\n"
+    vocab = CharVocab("".join(ck.vocab))
+    if not prompt:
+        raise _bad_option("--prompt is empty; give at least one character")
+    with _user_errors():
+        vocab.encode(prompt, "--prompt")  # before the backend starts
+    rt = _runtime(o["backend"], o["device"], quiet=False, program="gpt2")
+    with _user_errors():
+        model = GPT2Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
+        texts = continuations(model, vocab, prompt, n, o["max_new_tokens"], temperature,
+                              o["top_k"], o["seed"])
+    print_texts(texts, quiet=False)
+

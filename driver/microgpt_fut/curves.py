@@ -1,0 +1,83 @@
+"""A text run's loss curves beside its checkpoint: ``<out>.csv`` and ``<out>.png``.
+
+The CSV has one row per step (``step,loss,grad_norm,eval_train,eval_val``; the
+eval columns are filled at evaluation steps, and step 0 holds only the first
+evaluation); the PNG plots the per-step training loss and the evaluations'
+train and validation losses against the step (matplotlib). Both are written
+atomically (temporary file, then rename), as checkpoints are.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+
+def paths(out: Path) -> tuple[Path, Path]:
+    """(CSV, PNG) beside the checkpoint ``out``: model.safetensors -> model.csv, model.png."""
+    return out.with_suffix(".csv"), out.with_suffix(".png")
+
+
+def _replace(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def csv_bytes(losses: np.ndarray, norms: np.ndarray, evals: list) -> bytes:
+    """The CSV's contents. losses, norms: float32 [step] (step s+1's loss is losses[s]);
+    evals: [[step, train, val], ...]."""
+    by_step = {int(s): (a, b) for s, a, b in evals}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["step", "loss", "grad_norm", "eval_train", "eval_val"])
+    for step in range(len(losses) + 1):
+        ev = by_step.get(step)
+        if step == 0 and ev is None:
+            continue
+        row = [step] + ([f"{losses[step - 1]:.6f}", f"{norms[step - 1]:.6f}"] if step else ["", ""])
+        row += [f"{ev[0]:.6f}", f"{ev[1]:.6f}"] if ev else ["", ""]
+        w.writerow(row)
+    return buf.getvalue().encode()
+
+
+def png_bytes(losses: np.ndarray, evals: list, title: str) -> bytes:
+    """The plot's PNG: training loss per step, evaluations of both splits."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    steps = np.arange(1, len(losses) + 1)
+    ax.plot(steps, losses, color="tab:blue", alpha=0.3, lw=0.8, label="train loss (per step)")
+    if evals:
+        ev = np.asarray(evals, dtype=np.float64)
+        ax.plot(ev[:, 0], ev[:, 1], "o-", color="tab:blue", label="train loss (eval)")
+        if np.isfinite(ev[:, 2]).any():
+            ax.plot(ev[:, 0], ev[:, 2], "s-", color="tab:orange", label="val loss (eval)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats per token)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write(out: Path, losses: np.ndarray, norms: np.ndarray, evals: list, title: str) -> None:
+    """Write both files beside ``out`` (OSError when the folder is not writable)."""
+    csv_path, png_path = paths(out)
+    _replace(csv_path, csv_bytes(losses, norms, evals))
+    _replace(png_path, png_bytes(losses, evals, title))

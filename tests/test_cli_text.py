@@ -1,0 +1,173 @@
+"""`train --arch gpt2 --data-format text` and `sample --prompt`: the text recipe end to end.
+
+Small runs on the first characters of tinyshakespeare.txt, c backend. Expected
+values come from the float64 reference (tests/reference_gpt2.py) on the
+checkpoint's own Hugging Face tensors, from an uninterrupted run (resume), and
+from the definitions (CSV rows, nanoGPT's log format).
+"""
+from __future__ import annotations
+
+import csv
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import reference_gpt2 as R
+from cli_helpers import assert_one_line_error
+from conftest import SHARED_DATA, get_runtime, in_ci
+from microgpt_fut import checkpoint as ckpt
+from microgpt_fut.cli import main
+from microgpt_fut.text import load_text
+from microgpt_fut.text_training import TextSettings, TextTraining
+from microgpt_fut.gpt2 import GPT2Config, Recipe
+
+SHAKESPEARE = SHARED_DATA / "tinyshakespeare.txt"
+SIZES = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size", "16"]
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    """The first 20,000 characters of tinyshakespeare.txt (65 characters' vocabulary or close)."""
+    if not SHAKESPEARE.is_file():
+        if in_ci():
+            pytest.fail(f"{SHAKESPEARE} is missing in CI")
+        pytest.skip(f"{SHAKESPEARE} not found")
+    path = tmp_path_factory.mktemp("text") / "shakespeare_20k.txt"
+    path.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20000], encoding="utf-8")
+    return path
+
+
+def run_cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def train_args(text_file, out, *extra):
+    return ["train", "--arch", "gpt2", "--data-format", "text", "--data", text_file, *SIZES,
+            "--batch-size", "4", "--steps", "24", "--eval-every", "8", "--eval-iters", "3",
+            "--out", out, "--samples", "0", *extra]
+
+
+def test_text_run_logs_saves_and_plots(text_file, tmp_path):
+    """nanoGPT's eval lines at steps 0, 8, 16, 24; a checkpoint with HF names (no biases
+    with --no-bias); the CSV holds every step and the evaluations; the PNG is a PNG;
+    each logged evaluation equals the float64 reference's mean loss over the same
+    batches with the checkpoint's final weights (the last one)."""
+    get_runtime("c", "gpt2")
+    out = tmp_path / "run.safetensors"
+    r = run_cli(*train_args(text_file, out, "--no-bias"))
+    assert r.exit_code == 0, r.output
+    evals = re.findall(r"^step (\d+): train loss (\d+\.\d{4}), val loss (\d+\.\d{4})$", r.output,
+                       re.M)
+    assert [int(s) for s, _, _ in evals] == [0, 8, 16, 24]
+    ck = ckpt.load(out)
+    assert ck.arch == "gpt2" and ck.data_format == "text" and ck.step == 24
+    assert not ck.config.bias
+    assert ck.config.file_shapes() == R.hf_shapes(ck.config.vocab_size, 16, 2, 16, False)
+    assert [e[0] for e in ck.evals] == [0, 8, 16, 24]
+    # the last evaluation against the reference on the same batches
+    from safetensors.numpy import load_file
+    hf = {k: v.astype(np.float64) for k, v in load_file(out).items() if not k.startswith(("adam.", "train."))}
+    data = load_text(text_file, 16)
+    for split, logged in (("train", ck.evals[-1][1]), ("val", ck.evals[-1][2])):
+        batches = data.eval_batches(split, 42, 24, 3, 4)
+        ref = np.mean([R.loss(hf, b, 2) for b in batches])
+        assert logged == pytest.approx(ref, rel=1e-4)
+    with open(out.with_suffix(".csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [int(row["step"]) for row in rows] == list(range(0, 25))
+    assert [float(row["loss"]) for row in rows[1:]] == pytest.approx(ck.losses.tolist(), abs=1e-6)
+    assert {int(row["step"]) for row in rows if row["eval_val"]} == {0, 8, 16, 24}
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_resume_is_bit_identical(text_file, tmp_path):
+    """A run stopped at step 13 (mid-call, mid-evaluation interval), saved, loaded and
+    resumed gives the uninterrupted run's weights, moments, losses and evaluations."""
+    rt = get_runtime("c", "gpt2")
+    data = load_text(text_file, 16)
+    settings = TextSettings(24, 4, Recipe(lr=3e-3, min_lr=3e-4, warmup_steps=4,
+                                          lr_decay_steps=24), grad_accum=2, eval_every=8,
+                            eval_iters=2, seed=7, steps_per_call=5)
+    config = GPT2Config(data.vocab.size, 16, 2, 2, 16)
+    whole = TextTraining.start(rt, data, settings, config)
+    whole.run()
+    part = TextTraining.start(rt, data, settings, config)
+    part.run(until=13)
+    path = tmp_path / "part.safetensors"
+    ckpt.save(path, part.checkpoint())
+    resumed = TextTraining.resume(rt, ckpt.load(path), data, settings)
+    resumed.run()
+    a, b = whole.checkpoint(), resumed.checkpoint()
+    for k in a.params:
+        np.testing.assert_array_equal(a.params[k], b.params[k])
+        np.testing.assert_array_equal(a.m[k], b.m[k])
+        np.testing.assert_array_equal(a.v[k], b.v[k])
+    np.testing.assert_array_equal(a.losses, b.losses)
+    np.testing.assert_array_equal(a.norms, b.norms)
+    assert a.evals == b.evals
+
+
+def test_cli_resume_and_sample(text_file, tmp_path):
+    """`train --resume` of a finished text run trains nothing and keeps the file's
+    weights; `sample --prompt` continues the prompt, greedily the same each time."""
+    out = tmp_path / "m.safetensors"
+    assert run_cli(*train_args(text_file, out)).exit_code == 0
+    before = ckpt.load(out).params
+    r = run_cli("train", "--resume", out, "--samples", "0")
+    assert r.exit_code == 0, r.output
+    assert "nothing to train" in r.output
+    after = ckpt.load(out).params
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+    outs = [run_cli("sample", "--checkpoint", out, "--prompt", "ROMEO:", "--max-new-tokens",
+                    "30", "--temperature", "0", "-n", "2") for _ in range(2)]
+    for r in outs:
+        assert r.exit_code == 0, r.output
+    texts = outs[0].stdout.split("---------------\n")
+    assert outs[0].stdout == outs[1].stdout
+    assert texts[0].startswith("ROMEO:") and len(texts[0].rstrip("\n")) >= len("ROMEO:")
+    assert texts[0] == texts[1]  # greedy: both samples alike
+
+
+def test_config_file(text_file, tmp_path):
+    """--config FILE sets options the command line leaves out (nanoGPT-style names)."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("eval_every = 12\nweight-decay = 0.0\n")
+    out = tmp_path / "c.safetensors"
+    r = run_cli(*train_args(text_file, out)[:-8], "--eval-iters", "2", "--out", out,
+                "--samples", "0", "--config", cfg)
+    assert r.exit_code == 0, r.output
+    ck = ckpt.load(out)
+    assert [e[0] for e in ck.evals] == [0, 12, 24]
+    assert ck.train["weight_decay"] == 0.0
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--eval-iters", "0"], "--eval-iters"),
+    (["--block-size", "19990"], "needs at least"),
+    (["--val-fraction", "0.0001"], "validation split"),
+    (["--threads", "2"], "--threads"),
+    (["--warmup-steps", "30"], "--lr-decay-steps"),
+    (["--min-lr", "1"], "--min-lr"),
+])
+def test_bad_text_options_are_one_line_errors(text_file, tmp_path, extra, fragment):
+    """Each bad option or data gives one line `Error: ...` naming it; --out not written."""
+    out = tmp_path / "x.safetensors"
+    r = run_cli(*train_args(text_file, out, *extra))
+    assert_one_line_error(r, fragment)
+    assert not out.exists()
+
+
+def test_other_bad_inputs(text_file, tmp_path):
+    """Text without --data, microgpt with a text-only option, a prompt outside the
+    vocabulary, an unknown --config key, and a names checkpoint given --prompt."""
+    assert_one_line_error(run_cli("train", "--arch", "gpt2", "--data-format", "text"), "--data")
+    assert_one_line_error(run_cli("train", "--no-bias", "--steps", "1"), "--no-bias")
+    out = tmp_path / "m.safetensors"
+    assert run_cli(*train_args(text_file, out)).exit_code == 0
+    assert_one_line_error(run_cli("sample", "--checkpoint", out, "--prompt", "ROMEO€"),
+                          "U+20AC")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("no_such_option = 1\n")
+    assert_one_line_error(run_cli("train", "--config", bad), "no_such_option")
