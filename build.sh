@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Set up microgpt-fut on a fresh Debian 12/13 machine and compile the kernels.
 #
-#   ./build.sh                 everything: system packages, futhark, venv, all backends
-#   BACKENDS="c multicore" ./build.sh    only these backends
+#   ./build.sh                 system packages, futhark, venv, and the c backend's
+#                              libraries (microgpt's and GPT-2's): what `train` needs
+#   ./build.sh all             the same, and every backend (what the tests need)
+#   BACKENDS="c multicore" ./build.sh    only these targets
 #
-# By default it also compiles seed_port, the benchmark's baseline of the seed port's
+# A target is a backend (microgpt's library), gpt2_<backend> (GPT-2's) or seed_port.
+# `all` also compiles seed_port, the benchmark's baseline of the seed port's
 # formulation (bench/seed_port.fut, futhark c), which the driver never loads; if that
 # one fails, build.sh only warns.
 #
@@ -23,6 +26,11 @@ FUTHARK_PKGS="futhark libc6 libgmp10 libffi8 libnuma1 libtinfo6 zlib1g libcmark-
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+case ${1:-} in
+  all) ALL=1 ;;
+  "") ALL=0 ;;
+  *) die "unknown argument '$1' (use: ./build.sh, or ./build.sh all for every backend)" ;;
+esac
 
 # --- 1. system packages ------------------------------------------------------
 need_pkgs=""
@@ -112,7 +120,7 @@ if command -v nvcc >/dev/null && [ -e /usr/include/cuda.h -o -e "$CUDA_DIR/inclu
 else
   say "cuda backend skipped: no CUDA toolkit with a driver library (libcuda) here"
 fi
-BACKENDS=${BACKENDS:-$default_backends}
+if [ "$ALL" = 1 ]; then BACKENDS=${BACKENDS:-$default_backends}; else BACKENDS=${BACKENDS:-c gpt2_c}; fi
 # A target is a backend (microgpt's library), gpt2_<backend> (GPT-2's library,
 # futhark/gpt2.fut) or seed_port.
 futhark_backend() {  # futhark_backend TARGET: the futhark compiler command that builds it

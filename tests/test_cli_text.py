@@ -145,7 +145,8 @@ def test_config_file(text_file, tmp_path):
 
 @pytest.mark.parametrize("extra, fragment", [
     (["--eval-iters", "0"], "--eval-iters"),
-    (["--block-size", "19990"], "needs at least"),
+    (["--block-size", "19990"], "training split"),
+    (["--block-size", "30000"], "has 20000 characters"),
     (["--val-fraction", "0.0001"], "validation split"),
     (["--threads", "2"], "--threads"),
     (["--warmup-steps", "30"], "--lr-decay-steps"),
@@ -171,3 +172,22 @@ def test_other_bad_inputs(text_file, tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("no_such_option = 1\n")
     assert_one_line_error(run_cli("train", "--config", bad), "no_such_option")
+
+
+def test_nan_stops_the_run_at_its_first_bad_step(text_file):
+    """An infinite weight makes step 1's loss NaN: Diverged names step 1 and the run
+    stays at step 0 with its last good (here: initial) state."""
+    from microgpt_fut.gpt2 import GPT2Model
+    from microgpt_fut.trainer import Diverged
+
+    rt = get_runtime("c", "gpt2")
+    data = load_text(text_file, 16)
+    settings = TextSettings(10, 2, Recipe(lr=1e-3, min_lr=1e-4, warmup_steps=1, lr_decay_steps=10),
+                            eval_every=5, eval_iters=1)
+    run = TextTraining.start(rt, data, settings, GPT2Config(data.vocab.size, 16, 2, 1, 16))
+    params = run.model.params()
+    params["wte"][3, 0] = np.inf
+    run.model = GPT2Model.from_arrays(rt, run.model.config, params)
+    with pytest.raises(Diverged, match="step 1 of 10"):
+        run.run()
+    assert run.step == 0 and run.model.step() == 0 and len(run.losses) == 0

@@ -431,13 +431,17 @@ def _plan_resume(resume: Path, given: dict, steps_per_call: int):
 
 
 def _train_and_save(run: Training, out: Path, save_every: int | None, say,
-                    ours: int | None = None) -> bool:
+                    ours: int | None = None, advance=None, after_save=None) -> bool:
     """Train to the end, saving to out every save_every steps and at the end.
 
     ``ours``: the step of the checkpoint of this run that out holds already (a
-    resume from it), else None. Returns False when Ctrl-C stopped the run early
-    (the checkpoint is saved). Errors (a failed save, divergence, a second
-    Ctrl-C) become one-line click errors that say what --out still holds.
+    resume from it), else None. ``advance(until, should_stop)`` trains up to step
+    ``until`` (default: ``run.run`` printing progress lines); ``after_save()`` runs
+    after each save (text runs write their loss curves). Returns False when
+    Ctrl-C stopped the run early (the checkpoint is saved). Errors (a failed
+    save, divergence, a second Ctrl-C) become one-line click errors that say
+    what --out still holds. Works for any run with microgpt's Training's
+    ``done``, ``step``, ``num_steps``, ``run`` and ``checkpoint``.
     """
     saved = [ours]  # the step of this run's checkpoint in out, once there is one
 
@@ -447,9 +451,15 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
         except ckpt.CheckpointError as e:
             raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
         saved[0] = run.step
+        if after_save is not None:
+            after_save()
 
     def progress(step, total, loss, rate):
         say(f"step {step:{len(str(total))}d} / {total} | loss {loss:.4f} | {rate:,.0f} tok/s")
+
+    if advance is None:
+        def advance(until, should_stop):
+            run.run(until, progress, should_stop=should_stop)
 
     with stop_on_sigint() as stop:
         try:
@@ -457,7 +467,7 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
                 until = run.num_steps
                 if save_every:
                     until = min(until, (run.step // save_every + 1) * save_every)
-                run.run(until, progress, should_stop=stop)
+                advance(until, stop)
                 if not run.done and not stop():
                     save()
                     say(f"saved checkpoint {out} (step {run.step} of {run.num_steps})")

@@ -15,12 +15,11 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from . import curves
-from .cli import _bad_option, _check_out, _exit_with, _first_line, _kept, _runtime, _user_errors
+from . import cli as _cli
+from .cli import _bad_option, _check_out, _runtime, _user_errors
 from .gpt2 import GPT2Config, GPT2Model, Recipe
-from .interrupt import stop_on_sigint
 from .text import CharVocab, load_text
 from .text_training import TextSettings, TextTraining
-from .trainer import Diverged
 
 # Options of text runs (click's names) that the checkpoint fixes when resuming.
 _FIXED = {"steps": "num_steps", "batch_size": "batch_size", "grad_accum": "grad_accum",
@@ -154,9 +153,9 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
 
 def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, quiet: bool,
                     ours: int | None) -> bool:
-    """Train to the end with progress, saving (checkpoint, CSV, PNG) every save_every
-    steps, at every evaluation and at the end. False when Ctrl-C stopped it (saved)."""
-    saved = [ours]
+    """cli's _train_and_save with a text run's display (a tqdm bar on a terminal, else
+    progress lines; nanoGPT's evaluation lines) and its loss curves written beside
+    --out at each save. False when Ctrl-C stopped it (saved)."""
     bar = None
     if not quiet and sys.stderr.isatty():
         from tqdm import tqdm
@@ -164,18 +163,6 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
                    file=sys.stderr)
     write = bar.write if bar is not None else say
     title = f"{Path(run.data.path).name}: gpt2 {run.model.config.num_params() / 1e6:.2f}M params"
-
-    def save():
-        try:
-            ckpt.save(out, run.checkpoint())
-        except ckpt.CheckpointError as e:
-            raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
-        saved[0] = run.step
-        try:
-            curves.write(out, run.losses, run.norms, run.evals, title)
-        except OSError as e:
-            raise click.ClickException(f"cannot write the loss curves beside {str(out)!r}: "
-                                       f"{e.strerror or e}; the checkpoint is saved") from None
 
     def progress(step, total, loss, norm, rate):
         if bar is not None:
@@ -188,34 +175,22 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
     def on_eval(step, train_loss, val_loss):
         write(f"step {step}: train loss {train_loss:.4f}, val loss {val_loss:.4f}")
 
-    with stop_on_sigint() as stop:
+    def advance(until, should_stop):
+        run.run(until, progress, on_eval, report_every=10 if bar else 100,
+                should_stop=should_stop)
+
+    def curves_beside():
         try:
-            while not run.done and not stop():
-                until = run.num_steps
-                if save_every:
-                    until = min(until, (run.step // save_every + 1) * save_every)
-                run.run(until, progress, on_eval, report_every=10 if bar else 100,
-                        should_stop=stop)
-                if not run.done and not stop():
-                    save()
-                    write(f"saved checkpoint {out} (step {run.step} of {run.num_steps})")
-            if run.step == 0 and not run.evals:
-                run.evaluate()
-            save()
-        except Diverged as e:
-            raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
-        except KeyboardInterrupt:
-            raise _exit_with(130, f"interrupted twice: stopped without saving; "
-                                  f"{_kept(out, saved[0])}") from None
-        except RuntimeError as e:
-            raise click.ClickException(f"{_first_line(str(e))}; {_kept(out, saved[0])}") from None
-        except MemoryError:
-            raise click.ClickException(f"out of memory: try smaller sizes, --batch-size or "
-                                       f"--steps-per-call; {_kept(out, saved[0])}") from None
-        finally:
-            if bar is not None:
-                bar.close()
-    return not stop()
+            curves.write(out, run.losses, run.norms, run.evals, title)
+        except OSError as e:
+            raise click.ClickException(f"cannot write the loss curves beside {str(out)!r}: "
+                                       f"{e.strerror or e}; the checkpoint is saved") from None
+
+    try:
+        return _cli._train_and_save(run, out, save_every, write, ours, advance, curves_beside)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def continuations(model: GPT2Model, vocab: CharVocab, prompt: str, n: int, max_new: int,

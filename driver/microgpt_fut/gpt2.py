@@ -24,7 +24,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .model import GPTConfig
+from .model import DeviceModel, GPTConfig
 from .runtime import Runtime
 
 DEVICE_NAMES = ("wte", "wpe", "ln_1_w", "ln_1_b", "c_attn_w", "c_attn_b", "attn_proj_w",
@@ -151,17 +151,14 @@ class Recipe:
                 np.float32(self.eps), np.float32(self.weight_decay), np.float32(self.grad_clip))
 
 
-class GPT2Model:
+class GPT2Model(DeviceModel):
     """A GPT-2 whose parameters, AdamW moments and step count stay on the device.
 
     Create with ``GPT2Model.init`` (GPT-2's initialisation) or ``from_arrays``
     (device arrays, e.g. ``config.from_file`` of a checkpoint's tensors).
     """
 
-    def __init__(self, rt: Runtime, config: GPT2Config, state):
-        self.rt = rt
-        self.config = config
-        self.state = state
+    names = DEVICE_NAMES
 
     @classmethod
     def init(cls, rt: Runtime, config: GPT2Config, seed: int) -> "GPT2Model":
@@ -190,21 +187,6 @@ class GPT2Model:
             stacked.append(np.ascontiguousarray(np.stack(group)))
         state = rt.entry("make_state", config.n_head, bool(config.bias), step, *stacked)
         return cls(rt, config, state)
-
-    def _arrays(self, entry: str) -> dict[str, np.ndarray]:
-        return dict(zip(DEVICE_NAMES, self.rt.numpy(*self.rt.entry(entry, self.state))))
-
-    def params(self) -> dict[str, np.ndarray]:
-        """The parameters as device arrays (shapes: GPT2Config.shapes)."""
-        return self._arrays("get_params")
-
-    def adam(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """AdamW's first and second moments, like ``params()``."""
-        return self._arrays("get_adam_m"), self._arrays("get_adam_v")
-
-    def step(self) -> int:
-        """Number of optimiser steps taken."""
-        return int(self.rt.numpy(self.rt.entry("get_counters", self.state))[0])
 
     def train(self, tokens: np.ndarray, n_pos: np.ndarray | None, recipe: Recipe
               ) -> tuple[np.ndarray, np.ndarray]:

@@ -135,7 +135,35 @@ def state_arrays(config: GPTConfig, params: dict[str, np.ndarray],
     return arrays
 
 
-class Model:
+class DeviceModel:
+    """A model whose state (parameters, optimiser moments, step) stays on the device:
+    what microgpt's and GPT-2's host classes share. ``names``: the order in which
+    the library's get_params/get_adam_m/get_adam_v return the arrays."""
+
+    names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, rt: Runtime, config, state):
+        self.rt = rt
+        self.config = config
+        self.state = state
+
+    def _arrays(self, entry: str) -> dict[str, np.ndarray]:
+        return dict(zip(self.names, self.rt.numpy(*self.rt.entry(entry, self.state))))
+
+    def params(self) -> dict[str, np.ndarray]:
+        """The parameters as the device's float32 arrays (shapes: config.shapes())."""
+        return self._arrays("get_params")
+
+    def adam(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The optimiser's first and second moments, like ``params()``."""
+        return self._arrays("get_adam_m"), self._arrays("get_adam_v")
+
+    def step(self) -> int:
+        """Number of optimiser steps taken."""
+        return int(self.rt.numpy(self.rt.entry("get_counters", self.state))[0])
+
+
+class Model(DeviceModel):
     """A GPT whose parameters, Adam moments and step count stay on the device.
 
     Create with ``Model.init`` (microgpt's N(0, 0.08) initialisation) or
@@ -143,10 +171,7 @@ class Model:
     small results out; ``params()``/``adam()`` copy the state to the host.
     """
 
-    def __init__(self, rt: Runtime, config: GPTConfig, state):
-        self.rt = rt
-        self.config = config
-        self.state = state
+    names = PARAM_NAMES
 
     @classmethod
     def init(cls, rt: Runtime, config: GPTConfig, seed: int) -> "Model":
@@ -167,21 +192,6 @@ class Model:
         """
         state = rt.entry("make_state", config.n_head, step, *state_arrays(config, params, m, v))
         return cls(rt, config, state)
-
-    def _arrays(self, entry: str) -> dict[str, np.ndarray]:
-        return dict(zip(PARAM_NAMES, self.rt.numpy(*self.rt.entry(entry, self.state))))
-
-    def params(self) -> dict[str, np.ndarray]:
-        """The parameters as stacked float32 arrays (shapes: GPTConfig.shapes)."""
-        return self._arrays("get_params")
-
-    def adam(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Adam's first and second moments, like ``params()``."""
-        return self._arrays("get_adam_m"), self._arrays("get_adam_v")
-
-    def step(self) -> int:
-        """Number of Adam steps taken."""
-        return int(self.rt.numpy(self.rt.entry("get_counters", self.state))[0])
 
     def train(self, tokens: np.ndarray, n_pos: np.ndarray, num_steps: int, lr: float = 0.01,
               beta1: float = 0.85, beta2: float = 0.99, eps: float = 1e-8) -> np.ndarray:
