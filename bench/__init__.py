@@ -5,7 +5,8 @@ sweep and writes CSV files, PNG plots and a table into ``bench/results/``; see
 bench/README.md. Modules: ``configs`` (the named sizes), ``datasets`` (names and
 tinyshakespeare as token rows), ``torch_ref`` (the PyTorch model), ``worker``
 (one measurement in a fresh subprocess), ``sweep`` (running the workers),
-``report`` (tables and targets), ``plots``.
+``report`` (tables and targets), ``plots``; ``recipe`` (``python -m bench.recipe``:
+nanoGPT's shakespeare_char run, ours against ``torch_ref.TorchGPT2``).
 """
 from __future__ import annotations
 

@@ -1,0 +1,447 @@
+"""``python -m bench.recipe``: nanoGPT's Shakespeare-char recipe, ours against PyTorch.
+
+The run of the issue's command (``microgpt-fut train --arch gpt2 --data-format text
+--data ../shared/data/tinyshakespeare.txt`` with nanoGPT's shakespeare_char sizes
+scaled down: 4 layers, 4 heads, n_embd 128, block 64, batch 12, no biases; lr 1e-3
+decayed to 1e-4 at the last step after 100 warm-up steps, AdamW betas (0.9, 0.99),
+weight decay 0.1, clipping at 1.0; evaluations of 20 batches of each split every
+250 steps; seed 1337), for each of our backends through ``TextTraining`` (exactly
+what the CLI runs) and for PyTorch (``bench.torch_ref.TorchGPT2`` and
+``train_text``: nanoGPT's model.py and train.py) from the same initial weights
+(ours under the same seed, loaded into torch) on the same batches (our
+``TextData`` streams). Each run is a fresh subprocess (``--worker``).
+
+Writes to --out-dir (default bench/results): ``recipe.csv`` (one row per run),
+``recipe_evals.csv`` (the evaluations: backend, step, train_loss, val_loss),
+``recipe_losses.csv`` (each step's training loss and gradient norm) and
+``recipe_val_loss.png``; rows of backends not run now are kept (``--fresh``: not),
+and prints a Markdown table. ``--help`` lists the options.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import REPO_ROOT, RESULTS_DIR, SHARED_DATA
+
+SUMMARY_COLUMNS = ["backend", "steps", "wall_s", "train_s", "eval_s", "setup_s", "train_tok_s",
+                   "final_train_loss", "final_val_loss", "step0_train_loss", "step0_val_loss",
+                   "n_params", "threads", "measured_at", "notes"]
+EVAL_COLUMNS = ["backend", "step", "train_loss", "val_loss"]
+LOSS_COLUMNS = ["backend", "step", "loss", "grad_norm"]
+FILES = {"summary": "recipe.csv", "evals": "recipe_evals.csv", "losses": "recipe_losses.csv",
+         "plot": "recipe_val_loss.png"}
+
+
+@dataclass(frozen=True)
+class RecipeSpec:
+    """The run's sizes and recipe (nanoGPT's names; defaults: the issue's command).
+
+    warmup_steps None: min(100, steps // 10), the CLI's default, so that a short
+    smoke run (steps <= 100) still has lr_decay_steps = steps > warmup_steps.
+    """
+
+    steps: int = 2000
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    block_size: int = 64
+    batch_size: int = 12
+    grad_accum: int = 1
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_steps: int | None = None
+    beta1: float = 0.9
+    beta2: float = 0.99
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    eval_every: int = 250
+    eval_iters: int = 20
+    bias: bool = False
+    seed: int = 1337
+    steps_per_call: int = 50
+    data: str = str(SHARED_DATA / "tinyshakespeare.txt")
+
+    def recipe(self):
+        from microgpt_fut.gpt2 import Recipe
+
+        warmup = min(100, self.steps // 10) if self.warmup_steps is None else self.warmup_steps
+        return Recipe(lr=self.lr, min_lr=self.min_lr, warmup_steps=warmup,
+                      lr_decay_steps=self.steps, beta1=self.beta1, beta2=self.beta2,
+                      weight_decay=self.weight_decay, grad_clip=self.grad_clip)
+
+    def settings(self):
+        """The TextSettings of ``microgpt-fut train`` with these options."""
+        from microgpt_fut.text_training import TextSettings
+
+        return TextSettings(self.steps, self.batch_size, self.recipe(), self.grad_accum,
+                            self.eval_every, self.eval_iters, self.seed, self.steps_per_call)
+
+    def config(self, vocab_size: int):
+        from microgpt_fut.gpt2 import GPT2Config
+
+        return GPT2Config(vocab_size, self.n_embd, self.n_head, self.n_layer, self.block_size,
+                          None, self.bias)
+
+    def load(self):
+        """The text (90 % train, 10 % val, as the CLI's default --val-fraction)."""
+        from microgpt_fut.text import load_text
+
+        return load_text(self.data, self.block_size)
+
+
+def _say(backend: str):
+    t0 = time.perf_counter()
+
+    def on_eval(step: int, train: float, val: float) -> None:
+        print(f"[{backend:9s} {time.perf_counter() - t0:7.1f} s] step {step}: "
+              f"train loss {train:.4f}, val loss {val:.4f}", flush=True)
+    return on_eval
+
+
+def _result(backend: str, spec: RecipeSpec, *, wall_s, train_s, setup_s, positions, evals,
+            losses, norms, n_params, threads, notes="") -> dict:
+    return {"backend": backend, "steps": spec.steps, "wall_s": wall_s, "train_s": train_s,
+            "eval_s": None, "setup_s": setup_s, "positions": positions,
+            "train_tok_s": positions / train_s if train_s else None,
+            "evals": [[int(s), float(a), float(b)] for s, a, b in evals],
+            "losses": [float(x) for x in losses], "norms": [float(x) for x in norms],
+            "n_params": n_params, "threads": threads, "notes": notes}
+
+
+def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
+    """One run on our ``backend`` through TextTraining, as ``microgpt-fut train`` runs it.
+    wall_s: all of ``TextTraining.run`` (training calls, batches, evaluations); train_s:
+    the training calls only; setup_s: the context, the text and the initialisation."""
+    from microgpt_fut.runtime import Runtime
+    from microgpt_fut.text_training import TextTraining
+
+    t0 = time.perf_counter()
+    rt = Runtime(backend, quiet=True, program="gpt2")
+    data = spec.load()
+    config = spec.config(data.vocab.size)
+    run = TextTraining.start(rt, data, spec.settings(), config)
+    rt.sync()
+    setup_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    run.run(on_eval=None if quiet else _say(backend))
+    wall_s = time.perf_counter() - t0
+    out = _result(backend, spec, wall_s=wall_s, train_s=run.seconds, setup_s=setup_s,
+                  positions=run.positions, evals=run.evals, losses=run.losses, norms=run.norms,
+                  n_params=config.num_params(), threads=None)
+    out["eval_s"] = wall_s - run.seconds
+    rt.close()
+    return out
+
+
+def initial_weights(spec: RecipeSpec, vocab_size: int, backend: str | None = None) -> dict:
+    """Our initial weights under spec.seed as Hugging Face tensors (GPT2Model.init on
+    ``backend``, default c, else the first backend with GPT-2's library)."""
+    from microgpt_fut.gpt2 import GPT2Model
+    from microgpt_fut.runtime import Runtime, built_backends
+
+    built = built_backends("gpt2")
+    if backend is None:
+        if not built:
+            raise RuntimeError("no backend has GPT-2's library: run ./build.sh")
+        backend = "c" if "c" in built else built[0]
+    rt = Runtime(backend, quiet=True, program="gpt2")
+    config = spec.config(vocab_size)
+    try:
+        return config.to_file(GPT2Model.init(rt, config, spec.seed).params())
+    finally:
+        rt.close()
+
+
+def run_torch(spec: RecipeSpec, threads: int | None = None, device: str = "cpu",
+              quiet: bool = False) -> dict:
+    """One PyTorch run (bench.torch_ref.train_text) from our initial weights on our
+    batches. wall_s: the whole loop with evaluations; train_s: the training steps."""
+    import torch
+
+    from . import torch_ref as TR
+
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    data = spec.load()
+    config = spec.config(data.vocab.size)
+    model = TR.TorchGPT2(config).load_hf(initial_weights(spec, data.vocab.size)).to(device)
+    setup_s = time.perf_counter() - t0
+    run = TR.train_text(model, data, spec.settings(), on_eval=None if quiet else _say("torch"))
+    out = _result("torch", spec, wall_s=run.wall_s, train_s=run.train_s, setup_s=setup_s,
+                  positions=run.positions, evals=run.evals, losses=run.losses, norms=run.norms,
+                  n_params=config.num_params(), threads=torch.get_num_threads(),
+                  notes=f"torch {torch.__version__} on {device}")
+    out["eval_s"] = run.eval_s
+    return out
+
+
+# --- the parent: one subprocess per run, then CSV files, plot, table ---------------------
+
+
+def _worker_env(backend: str, omp_wait_policy: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    if backend == "torch" and omp_wait_policy:
+        env["OMP_WAIT_POLICY"] = omp_wait_policy
+    return env
+
+
+def run_in_subprocess(backend: str, spec: RecipeSpec, threads: int, device: str,
+                      omp_wait_policy: str = "") -> dict:
+    """``python -m bench.recipe --worker BACKEND`` in a fresh process; its output goes
+    to ours. Returns its result, or a row whose notes hold the error."""
+    with tempfile.TemporaryDirectory(prefix="recipe-") as tmp:
+        result = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "bench.recipe", "--worker", backend,
+               "--spec", json.dumps(asdict(spec)), "--result", str(result),
+               "--threads", str(threads), "--torch-device", device]
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=_worker_env(backend, omp_wait_policy),
+                              stderr=subprocess.PIPE, text=True)
+        if proc.stderr:
+            sys.stderr.write(proc.stderr)
+        if proc.returncode == 0 and result.exists():
+            return json.loads(result.read_text())
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        why = lines[-1] if lines else f"exit status {proc.returncode}"
+        return {"backend": backend, "steps": spec.steps, "evals": [], "losses": [], "norms": [],
+                "notes": f"error: {why}"}
+
+
+def _fmt(x, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return ""
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def summary_row(r: dict, stamp: str) -> dict:
+    """The recipe.csv row of a worker's result."""
+    evals = r.get("evals") or []
+    first, last = (evals[0], evals[-1]) if evals else ([None] * 3, [None] * 3)
+    return {"backend": r["backend"], "steps": r["steps"], "wall_s": _fmt(r.get("wall_s"), 2),
+            "train_s": _fmt(r.get("train_s"), 2), "eval_s": _fmt(r.get("eval_s"), 2),
+            "setup_s": _fmt(r.get("setup_s"), 2), "train_tok_s": _fmt(r.get("train_tok_s"), 0),
+            "final_train_loss": _fmt(last[1]), "final_val_loss": _fmt(last[2]),
+            "step0_train_loss": _fmt(first[1], 6), "step0_val_loss": _fmt(first[2], 6),
+            "n_params": _fmt(r.get("n_params")), "threads": _fmt(r.get("threads")),
+            "measured_at": stamp, "notes": r.get("notes", "")}
+
+
+def read_csv(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _merge(old: list[dict], new: list[dict], measured: set[str]) -> list[dict]:
+    """new rows, after the old rows of backends not measured now."""
+    return [r for r in old if r.get("backend") not in measured] + new
+
+
+def write_results(results: list[dict], out_dir: Path, fresh: bool = False) -> dict[str, list[dict]]:
+    """recipe.csv, recipe_evals.csv and recipe_losses.csv in out_dir (merged with the
+    rows of other backends there unless ``fresh``); returns all rows of each."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    measured = {r["backend"] for r in results}
+    new = {"summary": [summary_row(r, stamp) for r in results],
+           "evals": [{"backend": r["backend"], "step": s, "train_loss": _fmt(a, 6),
+                      "val_loss": _fmt(b, 6)} for r in results for s, a, b in r["evals"]],
+           "losses": [{"backend": r["backend"], "step": i + 1, "loss": _fmt(x, 6),
+                       "grad_norm": _fmt(g, 6)}
+                      for r in results for i, (x, g) in enumerate(zip(r["losses"], r["norms"]))]}
+    columns = {"summary": SUMMARY_COLUMNS, "evals": EVAL_COLUMNS, "losses": LOSS_COLUMNS}
+    out = {}
+    for key, rows in new.items():
+        path = out_dir / FILES[key]
+        rows = rows if fresh else _merge(read_csv(path), rows, measured)
+        write_csv(path, rows, columns[key])
+        out[key] = rows
+    return out
+
+
+def _num(x) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def table(summary: list[dict]) -> str:
+    """The Markdown table of recipe.csv's rows (x torch: torch's wall time / ours)."""
+    torch_row = next((r for r in summary if r["backend"] == "torch"), None)
+    tw = _num(torch_row["wall_s"]) if torch_row else None
+    lines = ["| backend | steps | wall s (whole run incl. evals) | x torch | train s | "
+             "train tokens/s | final train loss | final val loss | val loss at step 0 | notes |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in summary:
+        w = _num(r["wall_s"])
+        speed = f"{tw / w:.2f}x" if tw and w and r["backend"] != "torch" else ""
+        tok = _num(r["train_tok_s"])
+        lines.append("| " + " | ".join([
+            r["backend"], str(r["steps"]), r["wall_s"], speed, r["train_s"],
+            f"{tok:,.0f}" if tok is not None else "", r["final_train_loss"], r["final_val_loss"],
+            r["step0_val_loss"], str(r.get("notes", "")).replace("|", "\\|")]) + " |")
+    return "\n".join(lines)
+
+
+STYLE = {"c": ("tab:blue", "o"), "multicore": ("tab:orange", "s"), "opencl": ("tab:green", "^"),
+         "cuda": ("tab:purple", "v"), "torch": ("black", "D")}
+
+
+def plot(evals: list[dict], losses: list[dict], path: Path) -> None:
+    """Left: evaluation losses against the step (val solid, train dashed), one colour per
+    run (torch's markers hollow: the runs overlap when they agree); right: each step's
+    training loss, a running mean over min(50, steps/10) steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8), dpi=120)
+    for b in dict.fromkeys(r["backend"] for r in evals):
+        color, marker = STYLE.get(b, ("grey", "x"))
+        pts = [(int(r["step"]), _num(r["train_loss"]), _num(r["val_loss"]))
+               for r in evals if r["backend"] == b]
+        hollow = {"markerfacecolor": "none", "markersize": 10} if b == "torch" else {}
+        ax.plot([s for s, _, v in pts if v is not None], [v for _, _, v in pts if v is not None],
+                marker=marker, color=color, label=f"{b} val", **hollow)
+        ax.plot([s for s, t, _ in pts if t is not None], [t for _, t, _ in pts if t is not None],
+                linestyle="--", color=color, alpha=0.6, label=f"{b} train")
+    for b in dict.fromkeys(r["backend"] for r in losses):
+        color, _ = STYLE.get(b, ("grey", "x"))
+        steps = np.array([int(r["step"]) for r in losses if r["backend"] == b])
+        ys = np.array([_num(r["loss"]) or np.nan for r in losses if r["backend"] == b])
+        k = max(1, min(50, len(ys) // 10))
+        if k:
+            mean = np.convolve(ys, np.ones(k) / k, mode="valid")
+            ax2.plot(steps[k - 1:], mean, color=color, label=b,
+                     linestyle="--" if b == "torch" else "-")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (mean of the evaluation batches)")
+    ax.set_title("Evaluations: val (solid), train (dashed)")
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("training loss (running mean)")
+    ax2.set_title("Training loss per step")
+    for a in (ax, ax2):
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize=8)
+    fig.suptitle("nanoGPT's shakespeare_char recipe: our kernels vs PyTorch, same weights and data")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    d = RecipeSpec()
+    p = argparse.ArgumentParser(prog="python -m bench.recipe", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=d.steps, help="training steps (default %(default)s)")
+    p.add_argument("--backends", default="c",
+                   help="comma-separated backends with GPT-2's library (default %(default)s)")
+    p.add_argument("--torch", action=argparse.BooleanOptionalAction, default=True,
+                   help="run the PyTorch baseline too (default: yes)")
+    p.add_argument("--out-dir", type=Path, default=RESULTS_DIR, help="output folder")
+    p.add_argument("--fresh", action="store_true",
+                   help="replace the CSV files instead of keeping other backends' rows")
+    p.add_argument("--eval-every", type=int, default=d.eval_every,
+                   help="steps between evaluations (default %(default)s)")
+    p.add_argument("--eval-iters", type=int, default=d.eval_iters,
+                   help="batches of each split per evaluation (default %(default)s)")
+    p.add_argument("--steps-per-call", type=int, default=d.steps_per_call,
+                   help="our steps per device call, as the CLI's (default %(default)s)")
+    p.add_argument("--data", default=d.data, help="the text file (default %(default)s)")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="torch.set_num_threads (default: nproc = %(default)s)")
+    p.add_argument("--torch-device", default="cpu", choices=("cpu", "cuda"),
+                   help="where the PyTorch baseline runs (default %(default)s)")
+    p.add_argument("--omp-wait-policy", default="",
+                   help="OMP_WAIT_POLICY for the torch run ('' (default): the environment's)")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--spec", help=argparse.SUPPRESS)
+    p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def _worker(args) -> int:
+    spec = RecipeSpec(**json.loads(args.spec))
+    if args.worker == "torch":
+        out = run_torch(spec, args.threads, args.torch_device)
+    else:
+        out = run_ours(args.worker, spec)
+    args.result.write_text(json.dumps(out))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench.recipe``."""
+    args = parse_args(argv)
+    if args.worker:
+        return _worker(args)
+    from microgpt_fut.runtime import built_backends
+
+    built = built_backends("gpt2")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    for b in backends:
+        if b == "torch":
+            raise SystemExit("torch is not one of --backends: it runs unless --no-torch")
+        if b not in built:
+            raise SystemExit(f"backend {b!r} has no GPT-2 library (built: "
+                             f"{', '.join(built) or 'none'}); run BACKENDS=gpt2_{b} ./build.sh")
+    if args.torch:
+        backends.append("torch")
+    if not backends:
+        raise SystemExit("nothing to run: give --backends or --torch")
+    if not Path(args.data).is_file():
+        raise SystemExit(f"data file {args.data} not found (tinyshakespeare.txt is expected in "
+                         f"{SHARED_DATA})")
+    spec = RecipeSpec(steps=args.steps, eval_every=args.eval_every, eval_iters=args.eval_iters,
+                      steps_per_call=args.steps_per_call, data=str(args.data))
+    try:
+        spec.settings().validate()
+    except ValueError as e:
+        raise SystemExit(str(e))
+    r = spec.recipe()
+    print(f"nanoGPT shakespeare_char recipe, {spec.steps} steps: {spec.n_layer} layers, "
+          f"{spec.n_head} heads, n_embd {spec.n_embd}, block {spec.block_size}, batch "
+          f"{spec.batch_size}, bias {spec.bias}; lr {r.lr:g} -> {r.min_lr:g} after "
+          f"{r.warmup_steps} warm-up steps, betas ({r.beta1}, {r.beta2}), weight decay "
+          f"{r.weight_decay}, clip {r.grad_clip}; evaluations every {spec.eval_every} steps of "
+          f"{spec.eval_iters} batches; seed {spec.seed}", flush=True)
+    results = []
+    for b in backends:
+        print(f"--- {b}", flush=True)
+        res = run_in_subprocess(b, spec, args.threads, args.torch_device, args.omp_wait_policy)
+        if res.get("notes", "").startswith("error"):
+            print(f"{b}: {res['notes']}", flush=True)
+        results.append(res)
+    rows = write_results(results, args.out_dir, args.fresh)
+    plot_path = args.out_dir / FILES["plot"]
+    plot(rows["evals"], rows["losses"], plot_path)
+    print(f"\nwrote {', '.join(str(args.out_dir / f) for f in FILES.values())}\n")
+    print(table(rows["summary"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
