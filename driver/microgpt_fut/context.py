@@ -14,12 +14,19 @@ returns, keeps a weak reference to every value an entry point returns, and
 ``close()`` (also run when the object is collected, and at interpreter exit
 before any module is torn down) syncs, frees the values still alive, then the
 context.
+
+It also keeps the host arrays of those inputs alive until the next sync: on the
+GPU backends ``futhark_new_*`` only enqueues the copy to the device (opencl:
+a non-blocking clEnqueueWriteBuffer), which reads the host memory later. Freed
+at once, the copy read reused memory: seen on pocl as GPT-2 weights that came
+back from the device as garbage in 1 of 20 make_state calls.
 """
 from __future__ import annotations
 
 import weakref
 
 import numpy as np
+from futhark_ffi import np_types
 
 
 class ContextClosed(RuntimeError):
@@ -52,6 +59,7 @@ class OwnedContext:
         self.fut = fut
         self._values: weakref.WeakSet = weakref.WeakSet()
         self._input_types: dict[str, list] = {}
+        self._uploading: list[np.ndarray] = []  # host arrays of enqueued copies, until a sync
         self._finalizer = weakref.finalize(self, _close, fut, self._values)
 
     @property
@@ -87,7 +95,9 @@ class OwnedContext:
         converted = []
         for t, a in zip(self._types(name), args):
             if t is not None and not isinstance(a, ffi.CData):
-                a = self.fut.to_futhark(t, np.asarray(a))
+                host = np.ascontiguousarray(a, dtype=np_types[t.itemtype.item.cname])
+                self._uploading.append(host)  # futhark-ffi uploads from it, without a copy
+                a = self.fut.to_futhark(t, host)
                 temps.append(a)
             converted.append(a)
         converted.extend(args[len(converted):])  # too many arguments: futhark-ffi says so
@@ -105,9 +115,12 @@ class OwnedContext:
         """Copy Futhark arrays to NumPy after a sync (one array, or a tuple)."""
         if self.closed:
             raise ContextClosed("values read after their context was closed")
-        return self.fut.from_futhark(*values)
+        out = self.fut.from_futhark(*values)
+        self._uploading.clear()  # from_futhark synced: every enqueued copy is done
+        return out
 
     def sync(self) -> None:
         """Wait for all queued device work (futhark_context_sync); nothing when closed."""
         if not self.closed and getattr(self.fut, "ctx", None) is not None:
             self.fut.lib.futhark_context_sync(self.fut.ctx)
+            self._uploading.clear()
