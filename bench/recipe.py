@@ -371,6 +371,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps-per-call", type=int, default=d.steps_per_call,
                    help="our steps per device call, as the CLI's (default %(default)s)")
     p.add_argument("--data", default=d.data, help="the text file (default %(default)s)")
+    p.add_argument("--seed", type=int, default=d.seed,
+                   help="seed of the initial weights, windows and evaluation batches "
+                        "(default %(default)s, nanoGPT's)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="torch.set_num_threads (default: nproc = %(default)s)")
     p.add_argument("--torch-device", default="cpu", choices=("cpu", "cuda"),
@@ -416,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"data file {args.data} not found (tinyshakespeare.txt is expected in "
                          f"{SHARED_DATA})")
     spec = RecipeSpec(steps=args.steps, eval_every=args.eval_every, eval_iters=args.eval_iters,
-                      steps_per_call=args.steps_per_call, data=str(args.data))
+                      steps_per_call=args.steps_per_call, data=str(args.data), seed=args.seed)
     try:
         spec.settings().validate()
     except ValueError as e:

@@ -74,12 +74,12 @@ def test_text_run_logs_saves_and_plots(text_file, tmp_path):
         batches = data.eval_batches(split, 42, 24, 3, 4)
         ref = np.mean([R.loss(hf, b, 2) for b in batches])
         assert logged == pytest.approx(ref, rel=1e-4)
-    with open(out.with_suffix(".csv")) as f:
+    with open(out.with_suffix(".losses.csv")) as f:
         rows = list(csv.DictReader(f))
     assert [int(row["step"]) for row in rows] == list(range(0, 25))
     assert [float(row["loss"]) for row in rows[1:]] == pytest.approx(ck.losses.tolist(), abs=1e-6)
     assert {int(row["step"]) for row in rows if row["eval_val"]} == {0, 8, 16, 24}
-    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.with_suffix(".losses.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_resume_is_bit_identical(text_file, tmp_path):
@@ -191,3 +191,18 @@ def test_nan_stops_the_run_at_its_first_bad_step(text_file):
     with pytest.raises(Diverged, match="step 1 of 10"):
         run.run()
     assert run.step == 0 and run.model.step() == 0 and len(run.losses) == 0
+
+
+def test_resume_on_other_text_and_foreign_csv_are_refused(text_file, tmp_path):
+    """Resuming on another text, or a --out whose .losses.csv is someone else's file, is
+    a one-line error; the file is left as it was."""
+    out = tmp_path / "m.safetensors"
+    assert run_cli(*train_args(text_file, out)).exit_code == 0
+    other = tmp_path / "other.txt"
+    other.write_text(text_file.read_text(encoding="utf-8")[::-1], encoding="utf-8")
+    assert_one_line_error(run_cli("train", "--resume", out, "--data", other), "other data")
+    mine = tmp_path / "n.losses.csv"
+    mine.write_text("name,score\nada,1\n")
+    assert_one_line_error(run_cli(*train_args(text_file, tmp_path / "n.safetensors")),
+                          "n.losses.csv")
+    assert mine.read_text() == "name,score\nada,1\n"

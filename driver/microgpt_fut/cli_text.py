@@ -108,6 +108,8 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
                                                                        o["steps_per_call"])
         out = out if "out" in given else resume
     _check_out(out, data_path)
+    with _user_errors():
+        curves.check_writable(out)
     rt = _runtime(o["backend"], o["device"], quiet, program="gpt2")
     with _user_errors():
         block = ck.config.block_size if ck else o["block_size"]
@@ -115,9 +117,6 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
         config = ck.config if ck else GPT2Config(data.vocab.size, o["n_embd"], o["n_head"],
                                                  o["n_layer"], o["block_size"], o["mlp_width"],
                                                  o["bias"])
-        if ck is not None and data.sha256 != ck.train.get("data_sha256"):
-            raise ValueError(f"refusing to resume checkpoint {str(resume)!r} on other data: "
-                             f"{str(data_path)!r} is not the text it was trained on")
         run = (TextTraining.resume(rt, ck, data, settings) if ck else
                TextTraining.start(rt, data, settings, config))
     say(f"data: {data.path} | {data.n_chars:,} characters, vocab size {data.vocab.size} | "

@@ -1,4 +1,4 @@
-"""A text run's loss curves beside its checkpoint: ``<out>.csv`` and ``<out>.png``.
+"""A text run's loss curves beside its checkpoint: ``<out>.losses.csv`` and ``.losses.png``.
 
 The CSV has one row per step (``step,loss,grad_norm,eval_train,eval_val``; the
 eval columns are filled at evaluation steps, and step 0 holds only the first
@@ -17,9 +17,28 @@ from pathlib import Path
 import numpy as np
 
 
+HEADER = ["step", "loss", "grad_norm", "eval_train", "eval_val"]
+
+
 def paths(out: Path) -> tuple[Path, Path]:
-    """(CSV, PNG) beside the checkpoint ``out``: model.safetensors -> model.csv, model.png."""
-    return out.with_suffix(".csv"), out.with_suffix(".png")
+    """(CSV, PNG) beside the checkpoint ``out``: model.safetensors -> model.losses.csv,
+    model.losses.png."""
+    return out.with_suffix(".losses.csv"), out.with_suffix(".losses.png")
+
+
+def check_writable(out: Path) -> None:
+    """Raise ValueError (one line) when the CSV beside ``out`` exists and is not a loss
+    CSV (a file of the user's that the run would overwrite)."""
+    csv_path, _ = paths(out)
+    if csv_path.exists():
+        try:
+            with open(csv_path, encoding="utf-8") as f:
+                first = f.readline().strip()
+        except (OSError, UnicodeDecodeError):
+            first = ""
+        if first != ",".join(HEADER):
+            raise ValueError(f"{str(csv_path)!r} exists and is not a loss CSV of microgpt-fut: "
+                             "refusing to overwrite it (move it away or choose another --out)")
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -39,7 +58,7 @@ def csv_bytes(losses: np.ndarray, norms: np.ndarray, evals: list) -> bytes:
     by_step = {int(s): (a, b) for s, a, b in evals}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["step", "loss", "grad_norm", "eval_train", "eval_val"])
+    w.writerow(HEADER)
     for step in range(len(losses) + 1):
         ev = by_step.get(step)
         if step == 0 and ev is None:

@@ -137,7 +137,9 @@ class TextTraining:
         if ck.m is None or ck.v is None or ck.losses is None or ck.norms is None:
             raise ValueError("the checkpoint lacks AdamW's moments or its loss history")
         if data.sha256 != ck.train.get("data_sha256"):
-            raise ValueError("the text is not the one the checkpoint was trained on")
+            raise ValueError(f"refusing to resume on other data: {data.path!r} is not the text "
+                             f"the checkpoint was trained on ({ck.train.get('data_path')!r}, "
+                             f"SHA-256 {str(ck.train.get('data_sha256'))[:12]}...)")
         if not 0 <= ck.step <= settings.num_steps:
             raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
         model = GPT2Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
