@@ -17,6 +17,7 @@ from . import checkpoint as ckpt
 from . import curves
 from . import cli as _cli
 from .cli import _bad_option, _check_out, _runtime, _user_errors
+from .data_parallel import DataParallelGPT2, runtimes
 from .gpt2 import GPT2Config, GPT2Model, Recipe
 from .text import CharVocab, load_text
 from .text_training import TextSettings, TextTraining
@@ -49,10 +50,10 @@ def settings_from_options(o: dict) -> TextSettings:
                     beta2=pick("beta2", 0.95), weight_decay=pick("weight_decay", 0.1),
                     grad_clip=pick("grad_clip", 1.0))
     return TextSettings(steps, o["batch_size"], recipe, o["grad_accum"], pick("eval_every", 250),
-                        pick("eval_iters", 20), o["seed"], o["steps_per_call"])
+                        pick("eval_iters", 20), o["seed"], o["steps_per_call"], o["threads"])
 
 
-def _resume_plan(resume: Path, given: dict, steps_per_call: int):
+def _resume_plan(resume: Path, given: dict, steps_per_call: int, threads: int):
     """(checkpoint, settings, data path, encoding, val_fraction) of a text run to
     resume; a one-line error when a given option conflicts with it."""
     where = f"checkpoint {str(resume)!r}"
@@ -69,7 +70,7 @@ def _resume_plan(resume: Path, given: dict, steps_per_call: int):
             raise _bad_option(f"{shown} {given[name]} conflicts with {where}, which has "
                               f"{getattr(ck.config, name)}; a resumed run keeps its model")
     try:
-        settings = TextSettings.from_train(t, steps_per_call)
+        settings = TextSettings.from_train(t, steps_per_call, threads)
     except KeyError as e:
         raise click.ClickException(f"{where} lacks the {e.args[0]!r} metadata a text run "
                                    "needs to resume") from None
@@ -86,9 +87,6 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
     if o["arch"] != "gpt2" and (o["resume"] is None or "arch" in given):
         raise _bad_option("--data-format text trains --arch gpt2 (microgpt's model trains on "
                           "--data-format lines)")
-    if o["threads"] > 1:
-        raise _bad_option("--threads applies to --arch microgpt only; --arch gpt2 runs on one "
-                          "kernel context (use --backend multicore for all cores)")
     resume, out = o["resume"], o["out"]
     ck = None
     if resume is None:
@@ -104,8 +102,8 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
             raise _bad_option(f"--n-embd {o['n_embd']} is not divisible by --n-head {o['n_head']}")
         data_path, encoding, val_fraction = o["data"], o["encoding"], o["val_fraction"]
     else:
-        ck, settings, data_path, encoding, val_fraction = _resume_plan(resume, given,
-                                                                       o["steps_per_call"])
+        ck, settings, data_path, encoding, val_fraction = _resume_plan(
+            resume, given, o["steps_per_call"], o["threads"])
         out = out if "out" in given else resume
     _check_out(out, data_path)
     with _user_errors():
@@ -124,6 +122,7 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
     say(f"model: gpt2, {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
         f"block size {config.block_size}, {'with' if config.bias else 'no'} biases | "
         f"num params: {config.num_params() / 1e6:.2f}M | backend: {o['backend']}"
+        + (f" on {settings.threads} threads" if settings.threads > 1 else "")
         + (f" ({rt.device.name})" if rt.device else ""))
     if ck is not None:
         say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
@@ -213,8 +212,6 @@ def print_texts(texts: list[str], quiet: bool) -> None:
 
 def sample(ck: ckpt.Checkpoint, o: dict) -> None:
     """`sample` of a text checkpoint: continuations of --prompt."""
-    if o["threads"] > 1:
-        raise _bad_option("--threads applies to names models only")
     if o["max_new_tokens"] < 0:
         raise _bad_option(f"--max-new-tokens must be at least 0, got {o['max_new_tokens']}")
     n = o["num"] if o["num"] is not None else 1
@@ -227,7 +224,11 @@ def sample(ck: ckpt.Checkpoint, o: dict) -> None:
         vocab.encode(prompt, "--prompt")  # before the backend starts
     rt = _runtime(o["backend"], o["device"], quiet=False, program="gpt2")
     with _user_errors():
-        model = GPT2Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
+        if min(o["threads"], n) > 1:
+            model = DataParallelGPT2.from_arrays(runtimes(rt, min(o["threads"], n)), ck.config,
+                                                 ck.params)
+        else:
+            model = GPT2Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
         texts = continuations(model, vocab, prompt, n, o["max_new_tokens"], temperature,
                               o["top_k"], o["seed"])
     print_texts(texts, quiet=False)

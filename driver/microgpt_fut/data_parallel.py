@@ -17,6 +17,10 @@ training does it across devices:
 Sampling splits the samples over the contexts the same way (each sample has its
 own random stream, so the names do not depend on the split).
 
+GPT-2 (``DataParallelGPT2``) shards a step's windows (all its micro-batches
+together) the same way, and takes nanoGPT's recipe on the host: the global
+gradient norm, clipping, get_lr and AdamW (float32, futhark/train.fut's formulas).
+
 The host is in the loop once per step (``--steps-per-call`` fuses nothing here):
 about 1 ms, which pays off once a step takes several (n_embd >= 64; measured 1.7-2.4x
 on 2 cores there; at n_embd 16 none, or a loss: 0.85x of one thread at B = 64).
@@ -25,11 +29,13 @@ with another N agree to float32 rounding.
 """
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
 
+from .gpt2 import DEVICE_NAMES, GPT2Config, GPT2Model, Recipe
 from .model import PARAM_NAMES, GPTConfig, Model, state_arrays
 from .runtime import Runtime
 
@@ -51,9 +57,10 @@ class HostState(NamedTuple):
     step: int
 
 
-def flatten(arrays: Arrays) -> np.ndarray:
-    """The tensors of PARAM_NAMES as float32, one after another in one new vector."""
-    return np.concatenate([np.asarray(arrays[n], np.float32).ravel() for n in PARAM_NAMES])
+def flatten(arrays: Arrays, names=PARAM_NAMES) -> np.ndarray:
+    """The tensors of ``names`` (microgpt's by default) as float32, one after another in
+    one new vector."""
+    return np.concatenate([np.asarray(arrays[n], np.float32).ravel() for n in names])
 
 
 def unflatten(flat: np.ndarray, config: GPTConfig) -> Arrays:
@@ -103,12 +110,14 @@ def runtimes(rt: Runtime, threads: int) -> list[Runtime]:
         raise ValueError(f"--threads {threads} applies to the c backend only, not "
                          f"{rt.backend!r} (multicore, opencl and cuda run their own "
                          "parallel kernels)")
-    while len(_EXTRA_CONTEXTS) < threads - 1:  # contexts hold no state between calls: reused
-        _EXTRA_CONTEXTS.append(Runtime(rt.backend, quiet=True))
-    return [rt] + _EXTRA_CONTEXTS[:threads - 1]
+    extra = _EXTRA_CONTEXTS.setdefault(rt.program, [])
+    while len(extra) < threads - 1:  # contexts hold no state between calls: reused
+        extra.append(Runtime(rt.backend, quiet=True, program=rt.program))
+    return [rt] + extra[:threads - 1]
 
 
-_EXTRA_CONTEXTS: list[Runtime] = []  # c contexts beside the caller's, shared by all models
+# c contexts beside the caller's, per program (microgpt, gpt2), shared by all models
+_EXTRA_CONTEXTS: dict[str, list[Runtime]] = {}
 
 
 class DataParallelModel:
@@ -221,3 +230,150 @@ class DataParallelModel:
                                                   first + rows.start)
 
         return np.concatenate(list(self._pool.map(part, range(len(parts)))))
+
+
+def adamw_step(state: HostState, grad: np.ndarray, decay: np.ndarray, recipe: Recipe,
+               lr: float, clip_coef: float) -> HostState:
+    """One AdamW step as futhark/train.fut's ``adamw`` (torch.optim.AdamW's formula), in
+    float32: the gradient scaled by clip_coef, decayed entries (``decay``: bool, one per
+    parameter) shrunk by (1 - lr wd) first, then the bias-corrected update."""
+    f = np.float32
+    t = f(state.step + 1)
+    b1, b2, lr = f(recipe.beta1), f(recipe.beta2), f(lr)
+    g = f(clip_coef) * grad
+    m = b1 * state.m + (f(1) - b1) * g
+    v = b2 * state.v + (f(1) - b2) * g * g
+    step_size = lr / (f(1) - b1 ** t)
+    bc2_sqrt = np.sqrt(f(1) - b2 ** t)
+    params = np.where(decay, state.params * (f(1) - lr * f(recipe.weight_decay)), state.params)
+    params = params - step_size * m / (np.sqrt(v) / bc2_sqrt + f(recipe.eps))
+    return HostState(params, m, v, state.step + 1)
+
+
+def get_lr(recipe: Recipe, it: int) -> float:
+    """nanoGPT's get_lr(it), as futhark/train.fut's (float64)."""
+    r = recipe
+    if it < r.warmup_steps:
+        return r.lr * (it + 1) / (r.warmup_steps + 1)
+    if it > r.lr_decay_steps:
+        return r.min_lr
+    ratio = (it - r.warmup_steps) / (r.lr_decay_steps - r.warmup_steps)
+    return r.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (r.lr - r.min_lr)
+
+
+class DataParallelGPT2:
+    """A GPT-2 trained with nanoGPT's recipe on len(rts) c-backend GPT-2 Runtimes, one
+    thread each; GPT2Model's interface for training (the module's docstring). The
+    state lives on the host; evaluation batches and samples are split over the
+    contexts. Reproducible for a given number of threads; another number agrees to
+    float32 rounding."""
+
+    names = DEVICE_NAMES
+
+    def __init__(self, rts: list[Runtime], config: GPT2Config, state: HostState):
+        if not rts or any(rt.backend != "c" for rt in rts):
+            raise ValueError("--threads applies to the c backend only")
+        self.rts, self.rt, self.config, self.state = rts, rts[0], config, state
+        self._decay = np.concatenate([np.full(int(np.prod(shape)), name in DECAYED)
+                                      for name, shape in config.shapes().items()])
+        self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
+
+    @classmethod
+    def init(cls, rts: list[Runtime], config: GPT2Config, seed: int) -> "DataParallelGPT2":
+        """GPT2Model.init's weights (the kernels' RNG), moments zero, step 0."""
+        return cls.from_arrays(rts, config, GPT2Model.init(rts[0], config, seed).params())
+
+    @classmethod
+    def from_arrays(cls, rts: list[Runtime], config: GPT2Config, params: Arrays,
+                    m: Arrays | None = None, v: Arrays | None = None,
+                    step: int = 0) -> "DataParallelGPT2":
+        """As GPT2Model.from_arrays; raises ValueError on a shape mismatch."""
+        flat = []
+        for what, d in (("", params), ("adam.m.", m), ("adam.v.", v)):
+            for name, shape in config.shapes().items():
+                a = np.zeros(shape, np.float32) if d is None else np.asarray(d[name], np.float32)
+                if a.shape != shape:
+                    raise ValueError(f"tensor {what}{name} has shape {a.shape}, config needs {shape}")
+            flat.append(flatten(d, DEVICE_NAMES) if d is not None else
+                        np.zeros(config_size(config), np.float32))
+        return cls(rts, config, HostState(*flat, step))
+
+    def _device_model(self, i: int) -> GPT2Model:
+        """Context i holding the current weights (moments zero: only gradients and
+        losses are taken there)."""
+        return GPT2Model.from_arrays(self.rts[i], self.config,
+                                     unflatten(self.state.params, self.config))
+
+    def _copies(self, flat: np.ndarray) -> Arrays:
+        return {n: a.copy() for n, a in unflatten(flat, self.config).items()}
+
+    def params(self) -> Arrays:
+        return self._copies(self.state.params)
+
+    def adam(self) -> tuple[Arrays, Arrays]:
+        return self._copies(self.state.m), self._copies(self.state.v)
+
+    def step(self) -> int:
+        return self.state.step
+
+    def _loss_grad(self, windows: np.ndarray) -> tuple[float, np.ndarray]:
+        """(mean loss, flat gradient) of windows [N, T+1] (all positions count), from the
+        shards' on the threads, weighted by their share of the rows, in a fixed order."""
+        shards = shard_rows(len(windows), len(self.rts))
+
+        def shard(i: int):
+            return self._device_model(i).loss_grad(windows[shards[i]])
+
+        loss, grad = 0.0, np.zeros(len(self.state.params), np.float32)
+        for rows, (shard_loss, shard_grad) in zip(shards,
+                                                  self._pool.map(shard, range(len(shards)))):
+            w = (rows.stop - rows.start) / len(windows)
+            loss += w * shard_loss
+            flat = flatten(shard_grad, DEVICE_NAMES)
+            flat *= np.float32(w)
+            grad += flat
+        return loss, grad
+
+    def train(self, tokens: np.ndarray, n_pos: np.ndarray | None, recipe: Recipe
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """As GPT2Model.train (text windows only: n_pos must be None): K recipe steps on
+        tokens [K, A, B, T+1]; (losses [K], gradient norms [K])."""
+        if n_pos is not None:
+            raise ValueError("DataParallelGPT2 trains on whole windows only (n_pos=None)")
+        K = len(tokens)
+        losses, norms = np.zeros(K, np.float32), np.zeros(K, np.float32)
+        for k in range(K):
+            windows = tokens[k].reshape(-1, tokens.shape[-1])
+            losses[k], grad = self._loss_grad(windows)
+            norm = float(np.sqrt(np.dot(grad.astype(np.float64), grad)))
+            norms[k] = norm
+            coef = min(1.0, recipe.grad_clip / (norm + 1e-6)) if recipe.grad_clip > 0 else 1.0
+            self.state = adamw_step(self.state, grad, self._decay, recipe,
+                                    get_lr(recipe, self.state.step), coef)
+        return losses, norms
+
+    def losses(self, tokens: np.ndarray, n_pos: np.ndarray | None = None) -> np.ndarray:
+        """As GPT2Model.losses, the I batches split over the contexts."""
+        parts = shard_rows(len(tokens), len(self.rts))
+        return np.concatenate(list(self._pool.map(
+            lambda i: self._device_model(i).losses(tokens[parts[i]]), range(len(parts)))))
+
+    def generate(self, seed: int, n: int, temperature: float, top_k: int, prompt: np.ndarray,
+                 max_new: int, first: int = 0) -> np.ndarray:
+        """As GPT2Model.generate, the samples split over the contexts (sample i draws from
+        random stream first+i wherever it runs)."""
+        parts = shard_rows(n, len(self.rts)) if n else [slice(0, 0)]
+        return np.concatenate(list(self._pool.map(
+            lambda i: self._device_model(i).generate(seed, parts[i].stop - parts[i].start,
+                                                     temperature, top_k, prompt, max_new,
+                                                     first + parts[i].start),
+            range(len(parts)))))
+
+
+def config_size(config) -> int:
+    """Number of float32 values of all the device's tensors of ``config``."""
+    return int(sum(np.prod(s) for s in config.shapes().values()))
+
+
+# GPT-2's tensors that take weight decay (nanoGPT: the >= 2-D ones)
+DECAYED = ("wte", "wpe", "c_attn_w", "attn_proj_w", "c_fc_w", "mlp_proj_w")

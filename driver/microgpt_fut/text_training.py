@@ -23,6 +23,7 @@ from .checkpoint import Checkpoint
 from .gpt2 import GPT2Config, GPT2Model, Recipe
 from .runtime import Runtime
 from .text import TextData
+from .data_parallel import DataParallelGPT2, runtimes
 from .trainer import Diverged, _finite
 
 
@@ -41,10 +42,12 @@ class TextSettings:
     eval_iters: int = 20
     seed: int = 42
     steps_per_call: int = 50
+    threads: int = 1  # c backend: each step's windows split over this many contexts
 
     def validate(self) -> None:
         """Raise ValueError naming the option when a setting is unusable."""
-        for name in ("batch_size", "grad_accum", "eval_every", "eval_iters", "steps_per_call"):
+        for name in ("batch_size", "grad_accum", "eval_every", "eval_iters", "steps_per_call",
+                     "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, "
                                  f"got {getattr(self, name)}")
@@ -81,15 +84,27 @@ class TextSettings:
                 "beta2": float(r.beta2), "eps": float(r.eps),
                 "weight_decay": float(r.weight_decay), "grad_clip": float(r.grad_clip)}
 
+    def model(self, rt: Runtime, config: GPT2Config, *arrays, step: int = 0):
+        """The run's model: on the device (GPT2Model), or over ``threads`` c contexts
+        (data_parallel.DataParallelGPT2); fresh under the seed when no arrays are given,
+        else from (params, m, v)."""
+        if self.threads > 1:
+            rts = runtimes(rt, self.threads)
+            return (DataParallelGPT2.from_arrays(rts, config, *arrays, step=step) if arrays
+                    else DataParallelGPT2.init(rts, config, self.seed))
+        return (GPT2Model.from_arrays(rt, config, *arrays, step=step) if arrays
+                else GPT2Model.init(rt, config, self.seed))
+
     @classmethod
-    def from_train(cls, train: dict, steps_per_call: int) -> "TextSettings":
+    def from_train(cls, train: dict, steps_per_call: int, threads: int = 1) -> "TextSettings":
         """The settings a checkpoint's ``train`` entries hold (KeyError when one is missing)."""
         recipe = Recipe(lr=train["lr"], min_lr=train["min_lr"], warmup_steps=train["warmup_steps"],
                         lr_decay_steps=train["lr_decay_steps"], beta1=train["beta1"],
                         beta2=train["beta2"], eps=train["eps"],
                         weight_decay=train["weight_decay"], grad_clip=train["grad_clip"])
         return cls(train["num_steps"], train["batch_size"], recipe, train["grad_accum"],
-                   train["eval_every"], train["eval_iters"], train["seed"], steps_per_call)
+                   train["eval_every"], train["eval_iters"], train["seed"], steps_per_call,
+                   threads)
 
 
 # progress(step, num_steps, mean loss since the last report, gradient norm, tokens/s)
@@ -125,7 +140,7 @@ class TextTraining:
         if config.vocab_size != data.vocab.size:
             raise ValueError(f"vocab_size {config.vocab_size} does not match the text's "
                              f"{data.vocab.size}")
-        model = GPT2Model.init(rt, config, settings.seed)
+        model = settings.model(rt, config)
         return cls(model, data, settings, np.zeros(0, np.float32), np.zeros(0, np.float32), [])
 
     @classmethod
@@ -142,7 +157,7 @@ class TextTraining:
                              f"SHA-256 {str(ck.train.get('data_sha256'))[:12]}...)")
         if not 0 <= ck.step <= settings.num_steps:
             raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
-        model = GPT2Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
+        model = settings.model(rt, ck.config, ck.params, ck.m, ck.v, step=ck.step)
         return cls(model, data, settings, ck.losses, ck.norms, ck.evals or [])
 
     @property
