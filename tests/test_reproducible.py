@@ -24,7 +24,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from cli_helpers import NAMES_TXT, need_backend
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, SHARED_DATA
 from microgpt_fut.runtime import build_dir
 
 PROBE = REPO_ROOT / "tests" / "c" / "layout_probe.c"
@@ -94,14 +94,17 @@ def _train(tmp_path: Path, tag: str, args: list[str], env_pad: int, ignore_sigin
     ["--n-embd", "32", "--batch-size", "8", "--seed", "7", "--steps", "300"],
     ["--steps", "300"],  # microgpt's job: n_embd 16, one document per step
     ["--n-embd", "32", "--batch-size", "8", "--threads", "2", "--steps", "100"],
-], ids=["n_embd32_B8", "microgpt", "threads2"])
+    ["--arch", "gpt2", "--data-format", "text", "--data", str(SHARED_DATA / "tinyshakespeare.txt"),
+     "--n-embd", "32", "--n-layer", "2", "--block-size", "32", "--batch-size", "4",
+     "--steps", "40", "--eval-every", "20", "--eval-iters", "2"],
+], ids=["n_embd32_B8", "microgpt", "threads2", "gpt2_text"])
 def test_same_run_in_other_environments_is_bit_identical(tmp_path, args):
     """The issue's reproduction: environment size, working folder and an ignored SIGINT
     (a run started in the background of a script) change nothing, bit for bit."""
     need_backend("c")
     if not NAMES_TXT.is_file():
         pytest.fail(f"shared dataset {NAMES_TXT} not found")
-    args = ["--backend", "c", "--data", str(NAMES_TXT), *args]
+    args = ["--backend", "c", *([] if "--data" in args else ["--data", str(NAMES_TXT)]), *args]
     ref = _train(tmp_path, "a", args, 10)
     others = {"environment of 3000 bytes, longer folder name": _train(tmp_path, "b" * 40, args, 3000),
               "environment of 20000 bytes": _train(tmp_path, "c" * 7, args, 20000),
