@@ -354,23 +354,13 @@ class TorchGPT2(torch.nn.Module):
         return out
 
 
-def get_lr(it: int, r: Recipe) -> float:
-    """nanoGPT train.py get_lr: linear warm-up, cosine decay to min_lr at lr_decay_steps."""
-    if it < r.warmup_steps:
-        return r.lr * (it + 1) / (r.warmup_steps + 1)
-    if it > r.lr_decay_steps:
-        return r.min_lr
-    ratio = (it - r.warmup_steps) / (r.lr_decay_steps - r.warmup_steps)
-    return r.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (r.lr - r.min_lr)
-
-
 class RecipeTrainer:
     """nanoGPT train.py's optimisation of a TorchGPT2, one step per ``step`` call.
 
     configure_optimizers: torch.optim.AdamW (defaults: neither fused nor forced
     foreach) with two groups, weight decay on the parameters of >= 2 dimensions
     (embeddings, Linear weights) and none on the others (LayerNorm weights,
-    biases). Each step sets get_lr(step) on both groups, runs forward and
+    biases). Each step sets get_lr(step) (Recipe.lr_at) on both groups, runs forward and
     backward on each micro-batch with the loss / grad_accum, clips the global
     gradient norm at grad_clip (clip_grad_norm_; 0: no clipping), steps, and
     zeroes the gradients.
@@ -393,7 +383,7 @@ class RecipeTrainer:
         (the mean loss over the A micro-batches, the gradient norm before clipping),
         as 0-d tensors (no device sync)."""
         r = self.recipe
-        lr = get_lr(self.step_count, r)
+        lr = r.lr_at(self.step_count)
         for g in self.opt.param_groups:
             g["lr"] = lr
         self.model.train()

@@ -93,12 +93,16 @@ def test_gradients_match_finite_differences(gpt2_rt, bias):
 
 
 def test_learning_rate_schedule(gpt2_rt):
-    """The kernels' get_lr equals nanoGPT's at every step of a run and past its end."""
+    """The kernels' get_lr (and Recipe.lr_at) equals nanoGPT's at every step of a run and
+    past its end."""
     its = np.arange(0, 2101, dtype=np.int64)
     got = gpt2_rt.numpy(gpt2_rt.entry("learning_rates", np.float64(1e-3), np.float64(1e-4),
                                       100, 2000, its))
     expected = [R.get_lr(int(i), 1e-3, 1e-4, 100, 2000) for i in its]
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0)
+    # the host's copy (--threads and the torch baseline use it)
+    rec = Recipe(lr=1e-3, min_lr=1e-4, warmup_steps=100, lr_decay_steps=2000)
+    np.testing.assert_allclose([rec.lr_at(int(i)) for i in its], expected, rtol=1e-12, atol=0)
 
 
 @pytest.mark.parametrize("clip", [0.0, 0.3, 1e3], ids=["no_clip", "clip", "clip_unused"])

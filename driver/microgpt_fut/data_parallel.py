@@ -19,7 +19,7 @@ own random stream, so the names do not depend on the split).
 
 GPT-2 (``DataParallelGPT2``) shards a step's windows (all its micro-batches
 together) the same way, and takes nanoGPT's recipe on the host: the global
-gradient norm, clipping, get_lr and AdamW (float32, futhark/train.fut's formulas).
+gradient norm, clipping, get_lr (Recipe.lr_at) and AdamW (float32, futhark/train.fut's formulas).
 
 The host is in the loop once per step (``--steps-per-call`` fuses nothing here):
 about 1 ms, which pays off once a step takes several (n_embd >= 64; measured 1.7-2.4x
@@ -29,7 +29,6 @@ with another N agree to float32 rounding.
 """
 from __future__ import annotations
 
-import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -120,7 +119,29 @@ def runtimes(rt: Runtime, threads: int) -> list[Runtime]:
 _EXTRA_CONTEXTS: dict[str, list[Runtime]] = {}
 
 
-class DataParallelModel:
+class _HostStateModel:
+    """What both data-parallel models share: the state on the host (``state``, a
+    HostState) and copies of it as the device models' dicts."""
+
+    config: GPTConfig
+    state: HostState
+
+    def _copies(self, flat: np.ndarray) -> Arrays:
+        return {n: a.copy() for n, a in unflatten(flat, self.config).items()}
+
+    def params(self) -> Arrays:
+        """Copies of the parameters, as Model.params."""
+        return self._copies(self.state.params)
+
+    def adam(self) -> tuple[Arrays, Arrays]:
+        """Copies of the optimiser's moments, as Model.adam."""
+        return self._copies(self.state.m), self._copies(self.state.v)
+
+    def step(self) -> int:
+        return self.state.step
+
+
+class DataParallelModel(_HostStateModel):
     """A GPT trained on len(rts) c-backend Runtimes, called from as many threads at once;
     Model's interface.
 
@@ -166,20 +187,6 @@ class DataParallelModel:
         params = unflatten(self.state.params, self.config).values()
         return Model(rt, self.config, rt.entry("make_state", self.config.n_head, 0, *params,
                                                *zeros, *zeros))
-
-    def _copies(self, flat: np.ndarray) -> Arrays:
-        return {n: a.copy() for n, a in unflatten(flat, self.config).items()}
-
-    def params(self) -> Arrays:
-        """Copies of the parameters, as Model.params."""
-        return self._copies(self.state.params)
-
-    def adam(self) -> tuple[Arrays, Arrays]:
-        """Copies of Adam's moments, as Model.adam."""
-        return self._copies(self.state.m), self._copies(self.state.v)
-
-    def step(self) -> int:
-        return self.state.step
 
     def _loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, np.ndarray]:
         """(mean loss, flat float32 gradient) of one batch: tokens int64 [B, T+1], n_pos
@@ -250,18 +257,7 @@ def adamw_step(state: HostState, grad: np.ndarray, decay: np.ndarray, recipe: Re
     return HostState(params, m, v, state.step + 1)
 
 
-def get_lr(recipe: Recipe, it: int) -> float:
-    """nanoGPT's get_lr(it), as futhark/train.fut's (float64)."""
-    r = recipe
-    if it < r.warmup_steps:
-        return r.lr * (it + 1) / (r.warmup_steps + 1)
-    if it > r.lr_decay_steps:
-        return r.min_lr
-    ratio = (it - r.warmup_steps) / (r.lr_decay_steps - r.warmup_steps)
-    return r.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (r.lr - r.min_lr)
-
-
-class DataParallelGPT2:
+class DataParallelGPT2(_HostStateModel):
     """A GPT-2 trained with nanoGPT's recipe on len(rts) c-backend GPT-2 Runtimes, one
     thread each; GPT2Model's interface for training (the module's docstring). The
     state lives on the host; evaluation batches and samples are split over the
@@ -304,18 +300,6 @@ class DataParallelGPT2:
         return GPT2Model.from_arrays(self.rts[i], self.config,
                                      unflatten(self.state.params, self.config))
 
-    def _copies(self, flat: np.ndarray) -> Arrays:
-        return {n: a.copy() for n, a in unflatten(flat, self.config).items()}
-
-    def params(self) -> Arrays:
-        return self._copies(self.state.params)
-
-    def adam(self) -> tuple[Arrays, Arrays]:
-        return self._copies(self.state.m), self._copies(self.state.v)
-
-    def step(self) -> int:
-        return self.state.step
-
     def _loss_grad(self, windows: np.ndarray) -> tuple[float, np.ndarray]:
         """(mean loss, flat gradient) of windows [N, T+1] (all positions count), from the
         shards' on the threads, weighted by their share of the rows, in a fixed order."""
@@ -349,7 +333,7 @@ class DataParallelGPT2:
             norms[k] = norm
             coef = min(1.0, recipe.grad_clip / (norm + 1e-6)) if recipe.grad_clip > 0 else 1.0
             self.state = adamw_step(self.state, grad, self._decay, recipe,
-                                    get_lr(recipe, self.state.step), coef)
+                                    recipe.lr_at(self.state.step), coef)
         return losses, norms
 
     def losses(self, tokens: np.ndarray, n_pos: np.ndarray | None = None) -> np.ndarray:

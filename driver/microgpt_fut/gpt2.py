@@ -19,6 +19,7 @@ leading [n_layer] axis (DEVICE_NAMES, in the entry points' order).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -143,6 +144,16 @@ class Recipe:
     eps: float = 1e-8
     weight_decay: float = 0.1
     grad_clip: float = 1.0
+
+    def lr_at(self, it: int) -> float:
+        """nanoGPT's get_lr(it): linear warm-up, cosine decay to min_lr at lr_decay_steps,
+        min_lr after (the kernels compute the same in f64: futhark/train.fut)."""
+        if it < self.warmup_steps:
+            return self.lr * (it + 1) / (self.warmup_steps + 1)
+        if it > self.lr_decay_steps:
+            return self.min_lr
+        ratio = (it - self.warmup_steps) / (self.lr_decay_steps - self.warmup_steps)
+        return self.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (self.lr - self.min_lr)
 
     def args(self) -> tuple:
         """The train entry point's trailing arguments."""
