@@ -227,3 +227,37 @@ def test_threads_agree_with_one_context(text_file, tmp_path):
     texts = [run_cli("sample", "--checkpoint", tmp_path / "one.safetensors", "-n", 3,
                      "--max-new-tokens", 20, "--threads", t).stdout for t in (1, 2)]
     assert texts[0] == texts[1] and texts[0].count("---------------") == 3
+
+
+def test_ctrl_c_saves_and_resume_equals_the_straight_run(text_file, tmp_path, monkeypatch):
+    """A real SIGINT after the call that ends at step 13 (calls end at multiples of 5 and
+    at evaluations): exit 130, the checkpoint of step 13 (and its curves) saved; `train --resume` then ends with the straight run's bits."""
+    import os
+    import signal
+
+    from microgpt_fut.gpt2 import GPT2Model
+
+    full = tmp_path / "full.safetensors"
+    assert run_cli(*train_args(text_file, full)).exit_code == 0
+    real = GPT2Model.train
+
+    def train_then_signal(self, *a, **kw):
+        out = real(self, *a, **kw)
+        if self.step() == 13:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    part = tmp_path / "part.safetensors"
+    with monkeypatch.context() as m:
+        m.setattr(GPT2Model, "train", train_then_signal)
+        r = run_cli(*train_args(text_file, part, "--steps-per-call", "5"))
+    assert r.exit_code == 130, r.output
+    assert f"saved the checkpoint of step 13 of 24 to {str(part)!r}" in r.stderr
+    assert ckpt.load(part).step == 13 and part.with_suffix(".losses.csv").exists()
+    r2 = run_cli("train", "--resume", part, "--samples", "0")
+    assert r2.exit_code == 0, r2.output
+    a, b = ckpt.load(part), ckpt.load(full)
+    for k in a.params:
+        np.testing.assert_array_equal(a.params[k], b.params[k])
+    np.testing.assert_array_equal(a.losses, b.losses)
+    assert a.evals == b.evals
