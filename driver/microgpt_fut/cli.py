@@ -10,6 +10,7 @@ import dataclasses
 import math
 import os
 import shlex
+import signal
 import tempfile
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from . import checkpoint as ckpt
 from . import resume as resume_rules
 from .data import DataError, Vocab, load_data
 from .data_parallel import DataParallelModel, runtimes
-from .interrupt import stop_on_sigint
+from .interrupt import stop_on_signals
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
 from .trainer import Diverged, Training, TrainSettings, generate_names
@@ -317,8 +318,8 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
           samples, temperature, quiet):
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
-    Ctrl-C stops after the current kernel call, saves the checkpoint to --out and
-    exits with status 130; `train --resume` continues it. A loss that becomes NaN
+    Ctrl-C (or SIGTERM, SIGHUP) stops after the current kernel call, saves the
+    checkpoint to --out and exits with status 130 (143, 129); `train --resume` continues it. A loss that becomes NaN
     or infinite stops training with an error, and --out is not overwritten.
     """
     say = (lambda *a, **k: None) if quiet else click.echo
@@ -382,12 +383,10 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
             say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
                 + (": the run is complete, nothing to train" if run.done else ""))
     ours = run.step if ck is not None and out.exists() and os.path.samefile(out, resume) else None
-    if not _train_and_save(run, out, save_every, say, ours):
+    stopped = _train_and_save(run, out, save_every, say, ours)
+    if stopped:
         same = f" --threads {settings.threads}" if settings.contexts > 1 else ""
-        click.echo(f"interrupted: saved the checkpoint of step {run.step} of {run.num_steps} "
-                   f"to {str(out)!r}; continue with: microgpt-fut train --resume "
-                   f"{shlex.quote(str(out))}{same}", err=True)
-        ctx.exit(130)
+        _exit_saved(ctx, stopped, run, out, same)
     trained = run.step - (ck.step if ck is not None else 0)
     if trained:
         say(f"trained {trained} steps in {run.seconds:.2f} s "
@@ -437,10 +436,10 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
     ``ours``: the step of the checkpoint of this run that out holds already (a
     resume from it), else None. ``advance(until, should_stop)`` trains up to step
     ``until`` (default: ``run.run`` printing progress lines); ``after_save()`` runs
-    after each save (text runs write their loss curves). Returns False when
-    Ctrl-C stopped the run early (the checkpoint is saved). Errors (a failed
-    save, divergence, a second Ctrl-C) become one-line click errors that say
-    what --out still holds. Works for any run with microgpt's Training's
+    after each save (text runs write their loss curves). Returns the
+    StopRequest when Ctrl-C, SIGTERM or SIGHUP stopped the run early (the
+    checkpoint is saved), else None. Errors (a failed save, divergence, a
+    second signal) become one-line click errors that say what --out still holds. Works for any run with microgpt's Training's
     ``done``, ``step``, ``num_steps``, ``run`` and ``checkpoint``.
     """
     saved = [ours]  # the step of this run's checkpoint in out, once there is one
@@ -461,7 +460,7 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
         def advance(until, should_stop):
             run.run(until, progress, should_stop=should_stop)
 
-    with stop_on_sigint() as stop:
+    with stop_on_signals() as stop:
         try:
             while not run.done and not stop():
                 until = run.num_steps
@@ -475,15 +474,25 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
         except Diverged as e:
             raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
         except KeyboardInterrupt:
-            raise _exit_with(130, f"interrupted twice: stopped without saving; "
-                                  f"{_kept(out, saved[0])}") from None
+            raise _exit_with(128 + (stop.signum or 2), f"interrupted twice: stopped without "
+                                                        f"saving; {_kept(out, saved[0])}") from None
         except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
             raise click.ClickException(
                 f"{_first_line(str(e))}; {_kept(out, saved[0])}") from None
         except MemoryError:
             raise click.ClickException(f"out of memory: try smaller sizes, --batch-size or "
                                        f"--steps-per-call; {_kept(out, saved[0])}") from None
-    return not stop()
+    return stop if stop() else None
+
+
+def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "") -> None:
+    """After a signal stopped a run (its checkpoint saved): say so on stderr and exit
+    with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129)."""
+    how = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {stop.name}"
+    click.echo(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
+               f"to {str(out)!r}; continue with: microgpt-fut train --resume "
+               f"{shlex.quote(str(out))}{resume_args}", err=True)
+    ctx.exit(128 + stop.signum)
 
 
 def _print_samples(names: list[str], quiet: bool) -> None:

@@ -6,7 +6,6 @@ stream of characters with nanoGPT's recipe (text_training.py).
 """
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 
@@ -128,11 +127,9 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
         say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
             + (": the run is complete, nothing to train" if run.done else ""))
     ours = ck.step if ck is not None and out == resume else None
-    if not _train_and_save(run, out, o["save_every"], say, quiet, ours):
-        click.echo(f"interrupted: saved the checkpoint of step {run.step} of {run.num_steps} "
-                   f"to {str(out)!r}; continue with: microgpt-fut train --resume "
-                   f"{shlex.quote(str(out))}", err=True)
-        ctx.exit(130)
+    stopped = _train_and_save(run, out, o["save_every"], say, quiet, ours)
+    if stopped:
+        _cli._exit_saved(ctx, stopped, run, out)
     if run.seconds:
         say(f"trained {run.step - (ck.step if ck else 0)} steps in {run.seconds:.1f} s "
             f"({run.positions / max(run.seconds, 1e-9):,.0f} tok/s)")
@@ -153,7 +150,7 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
                     ours: int | None) -> bool:
     """cli's _train_and_save with a text run's display (a tqdm bar on a terminal, else
     progress lines; nanoGPT's evaluation lines) and its loss curves written beside
-    --out at each save. False when Ctrl-C stopped it (saved)."""
+    --out at each save. The StopRequest when a signal stopped it (saved), else None."""
     bar = None
     if not quiet and sys.stderr.isatty():
         from tqdm import tqdm
