@@ -161,10 +161,13 @@ def test_bad_text_options_are_one_line_errors(text_file, tmp_path, extra, fragme
 
 
 def test_other_bad_inputs(text_file, tmp_path):
-    """Text without --data, microgpt with a text-only option, a prompt outside the
-    vocabulary, an unknown --config key, and a names checkpoint given --prompt."""
+    """Text without --data, microgpt with a text-only option, integers past 64 bits, a
+    prompt outside the vocabulary, and an unknown --config key."""
     assert_one_line_error(run_cli("train", "--arch", "gpt2", "--data-format", "text"), "--data")
     assert_one_line_error(run_cli("train", "--no-bias", "--steps", "1"), "--no-bias")
+    # integers beyond 64 bits: one line from click, not an OverflowError traceback
+    assert_one_line_error(run_cli("train", "--steps", "9" * 30), "--steps", "too large")
+    assert_one_line_error(run_cli("sample", "-n", "9" * 30), "--num")
     out = tmp_path / "m.safetensors"
     assert run_cli(*train_args(text_file, out)).exit_code == 0
     assert_one_line_error(run_cli("sample", "--checkpoint", out, "--prompt", "ROMEO€"),

@@ -27,6 +27,22 @@ from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends,
 from .trainer import Diverged, Training, TrainSettings, generate_names
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+# Integer options: the kernels take 64-bit integers, so larger values are refused by
+# click with one line (they used to end in an OverflowError traceback).
+_INT_MAX = 2**62
+
+
+class _Int64(click.types.IntParamType):
+    """click's INTEGER, refusing magnitudes above 2**62 with click's one-line error."""
+
+    def convert(self, value, param, ctx):
+        n = super().convert(value, param, ctx)
+        if abs(n) > _INT_MAX:
+            self.fail(f"{n} is too large (at most 2**62)", param, ctx)
+        return n
+
+
+_INT = _Int64()
 
 
 def _first_line(msg: str) -> str:
@@ -203,7 +219,7 @@ _backend_opt = click.option(
     "--backend", type=click.Choice(BACKENDS), default="c", show_default=True,
     help="Compiled kernels to run on. c (one CPU core) is the fastest on CPUs for "
          "microgpt's tiny sizes; multicore/opencl/cuda pay off for large batches.")
-_device_opt = click.option("--device", type=int, default=None,
+_device_opt = click.option("--device", type=_INT, default=None,
                            help="OpenCL device number (see `microgpt-fut devices`; default: "
                                 "the first GPU, else the first device), or CUDA device number "
                                 "(default: Futhark's choice).")
@@ -238,27 +254,27 @@ about 1e-6)."""
 @click.option("--encoding", default="utf-8", show_default=True, help="Text encoding of --data.")
 @_backend_opt
 @_device_opt
-@click.option("--steps", type=int, default=1000, show_default=True, callback=_check_positive,
+@click.option("--steps", type=_INT, default=1000, show_default=True, callback=_check_positive,
               help="Training steps (Adam updates) of the whole run; with --resume, the "
                    "checkpoint's (it cannot change).")
-@click.option("--batch-size", type=int, default=1, show_default=True, callback=_check_positive,
+@click.option("--batch-size", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="Documents per step.")
-@click.option("--n-embd", type=int, default=16, show_default=True, callback=_check_positive,
+@click.option("--n-embd", type=_INT, default=16, show_default=True, callback=_check_positive,
               help="Embedding width.")
-@click.option("--n-head", type=int, default=4, show_default=True, callback=_check_positive,
+@click.option("--n-head", type=_INT, default=4, show_default=True, callback=_check_positive,
               help="Attention heads (must divide --n-embd).")
-@click.option("--n-layer", type=int, default=1, show_default=True, callback=_check_positive,
+@click.option("--n-layer", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="Transformer layers.")
-@click.option("--block-size", type=int, default=16, show_default=True, callback=_check_positive,
+@click.option("--block-size", type=_INT, default=16, show_default=True, callback=_check_positive,
               help="Context length in tokens; longer documents are cut.")
-@click.option("--mlp-width", type=int, default=None, callback=_check_positive,
+@click.option("--mlp-width", type=_INT, default=None, callback=_check_positive,
               help="Hidden width of the MLP.  [default: 4 * n-embd]")
 @click.option("--lr", type=float, default=None, callback=_check_lr,
               help="Peak learning rate: microgpt's Adam decays it linearly to 0; text runs "
                    "warm up to it and decay it to --min-lr.  [default: 0.01 names; 1e-3 text]")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=42, show_default=True,
               help="Seed for the shuffle, the initial weights and the samples.")
-@click.option("--steps-per-call", type=int, default=50, show_default=True,
+@click.option("--steps-per-call", type=_INT, default=50, show_default=True,
               callback=_check_positive, help="Training steps fused into one kernel call.")
 @click.option("--arch", type=click.Choice(["microgpt", "gpt2"]), default="microgpt",
               show_default=True, help="The model: microgpt's (rmsnorm, ReLU, no biases, Adam) "
@@ -270,13 +286,13 @@ about 1e-6)."""
               help="gpt2: biases in the linear layers and LayerNorms (nanoGPT's bias).")
 @click.option("--val-fraction", type=float, default=0.1, show_default=True,
               help="text: the last fraction of the text held out for validation.")
-@click.option("--grad-accum", type=int, default=1, show_default=True, callback=_check_positive,
+@click.option("--grad-accum", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="text: micro-batches of --batch-size accumulated per step.")
 @click.option("--min-lr", type=float, default=None,
               help="text: learning rate at the end of the cosine decay.  [default: lr/10]")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None,
+@click.option("--warmup-steps", type=click.IntRange(0, _INT_MAX), default=None,
               help="text: steps of linear warm-up.  [default: min(100, steps/10)]")
-@click.option("--lr-decay-steps", type=int, default=None,
+@click.option("--lr-decay-steps", type=_INT, default=None,
               help="text: step where the cosine decay reaches --min-lr.  [default: --steps]")
 @click.option("--beta1", type=float, default=None, help="text: AdamW beta1.  [default: 0.9]")
 @click.option("--beta2", type=float, default=None, help="text: AdamW beta2.  [default: 0.95]")
@@ -284,15 +300,15 @@ about 1e-6)."""
               help="text: AdamW weight decay of the >= 2-D tensors.  [default: 0.1]")
 @click.option("--grad-clip", type=float, default=None,
               help="text: clip the gradient to this global norm (0: off).  [default: 1.0]")
-@click.option("--eval-every", type=int, default=None, callback=_check_positive,
+@click.option("--eval-every", type=_INT, default=None, callback=_check_positive,
               help="text: evaluate both splits every N steps (and at the end).  [default: 250]")
-@click.option("--eval-iters", type=int, default=None, callback=_check_positive,
+@click.option("--eval-iters", type=_INT, default=None, callback=_check_positive,
               help="text: batches per split and evaluation.  [default: 20]")
 @click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=_load_config,
               help="TOML file of option values (e.g. weight_decay = 0.1); the command line "
                    "wins.")
-@click.option("--threads", type=int, default=1, show_default=True, callback=_check_positive,
+@click.option("--threads", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="c backend: split each batch over N CPU threads, one kernel context each "
                    "(use at most the cores; more than --batch-size is cut to it); their "
                    "gradients make one "
@@ -300,12 +316,12 @@ about 1e-6)."""
                    "up, or larger batches).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("model.safetensors"),
               show_default=True, help="Checkpoint file to write (with --resume: FILE).")
-@click.option("--save-every", type=int, default=None, callback=_check_positive,
+@click.option("--save-every", type=_INT, default=None, callback=_check_positive,
               help="Also save the checkpoint to --out every N steps (atomically: a crash "
                    "leaves the previous one).")
 @click.option("--resume", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Continue the run saved in checkpoint FILE (see below).")
-@click.option("--samples", type=click.IntRange(min=0), default=None,
+@click.option("--samples", type=click.IntRange(0, _INT_MAX), default=None,
               help="Samples to print after training.  [default: 20 names; 1 text]")
 @click.option("--temperature", type=float, default=None, callback=_check_temperature,
               help="Sampling temperature (0 = greedy).  [default: 0.5 names; 0.8 text]")
@@ -505,7 +521,7 @@ def _print_samples(names: list[str], quiet: bool) -> None:
 
 
 @main.command()
-@click.option("-n", "--num", type=click.IntRange(min=0), default=None,
+@click.option("-n", "--num", type=click.IntRange(0, _INT_MAX), default=None,
               help="Number of samples.  [default: 20 names; 1 text]")
 @click.option("--temperature", type=float, default=None, callback=_check_temperature,
               help="Sampling temperature (0 = greedy).  [default: 0.5 names; 0.8 text]")
@@ -515,13 +531,13 @@ def _print_samples(names: list[str], quiet: bool) -> None:
               help="Sampling seed (sample i uses random stream i).")
 @click.option("--prompt", default=None,
               help="Text models: the text to continue.  [default: a newline]")
-@click.option("--max-new-tokens", type=int, default=500, show_default=True,
+@click.option("--max-new-tokens", type=_INT, default=500, show_default=True,
               help="Text models: characters to generate after the prompt.")
-@click.option("--top-k", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--top-k", type=click.IntRange(0, _INT_MAX), default=0, show_default=True,
               help="Text models: draw only from the k likeliest tokens (0: all).")
 @_backend_opt
 @_device_opt
-@click.option("--threads", type=int, default=1, show_default=True, callback=_check_positive,
+@click.option("--threads", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="c backend: split the samples over N CPU threads (the names are the same).")
 @click.pass_context
 def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_k, backend,
