@@ -63,7 +63,8 @@ def test_full_disk_at_the_save_prints_one_line(tmp_path, n_embd):
 
 
 def test_failed_save_names_whose_checkpoint_is_kept(tmp_path):
-    """--out held another run's checkpoint: the error says it is not this run's."""
+    """--out held another run's checkpoint (replaced with --overwrite): when the save
+    fails, the error says the file still holds that run's checkpoint, not this run's."""
     need_backend("c")
     data = small_data(tmp_path)
     first = subprocess.run([sys.executable, "-m", "microgpt_fut", "train", "--data", str(data),
@@ -71,7 +72,7 @@ def test_failed_save_names_whose_checkpoint_is_kept(tmp_path):
                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     r = _python(ENOSPC_THEN_CLI, "train", "--data", data, "--steps", 20, "--samples", 0,
-                "--out", "m.safetensors", cwd=tmp_path)
+                "--out", "m.safetensors", "--overwrite", cwd=tmp_path)
     line = _one_line(r, "still holds the checkpoint it held before this run started",
                      "step 7 of another run")
     assert "this run's" not in line

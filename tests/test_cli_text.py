@@ -264,3 +264,21 @@ def test_ctrl_c_saves_and_resume_equals_the_straight_run(text_file, tmp_path, mo
         np.testing.assert_array_equal(a.params[k], b.params[k])
     np.testing.assert_array_equal(a.losses, b.losses)
     assert a.evals == b.evals
+
+
+def test_another_runs_checkpoint_is_never_overwritten(text_file, tmp_path):
+    """--out holding another run's checkpoint is refused (one line saying how to go on),
+    and the file is left as it was; --overwrite replaces it; --resume of it is fine."""
+    out = tmp_path / "precious.safetensors"
+    assert run_cli(*train_args(text_file, out)).exit_code == 0
+    before = out.read_bytes()
+    r = run_cli("train", "--steps", "3", "--samples", "0", "--out", out)  # a names run
+    assert_one_line_error(r, "holds the checkpoint of another run", "step 24", "--resume",
+                          "--overwrite")
+    r = run_cli(*train_args(text_file, out))  # the same command again: another run too
+    assert_one_line_error(r, "another run")
+    assert out.read_bytes() == before
+    assert run_cli("train", "--resume", out, "--samples", "0").exit_code == 0
+    r = run_cli(*train_args(text_file, out, "--steps", "8", "--overwrite"))
+    assert r.exit_code == 0, r.output
+    assert ckpt.load(out).step == 8

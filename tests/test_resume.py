@@ -309,7 +309,7 @@ def test_divergence_after_a_periodic_save_keeps_it(tmp_path, monkeypatch):
     saves = []
     real_save = ckpt.save
     monkeypatch.setattr(ckpt, "save", lambda p, ck: (saves.append(ck.step), real_save(p, ck)))
-    r = run(*args, "--steps-per-call", 7)
+    r = run(*args, "--steps-per-call", 7, "--overwrite")  # --out holds the first run's
     assert _diverged_step(r) == one_by_one and one_by_one > 20
     assert "still holds this run's checkpoint of step 20" in r.stderr
     assert saves == [10, 20]

@@ -137,9 +137,12 @@ def _check_threads(threads: int, backend: str) -> None:
                           "opencl and cuda run their own parallel kernels)")
 
 
-def _check_out(out: Path, data: Path | None = None) -> None:
-    """Fail before training when the checkpoint could not be written (or would destroy
-    a file that is not a checkpoint, such as the data)."""
+def _check_out(out: Path, data: Path | None = None, resume: Path | None = None,
+               overwrite: bool = False) -> None:
+    """Fail before training when the checkpoint could not be written, or would destroy
+    a file that is not a checkpoint (such as the data), or another run's checkpoint:
+    --out may hold a checkpoint only when it is the one being resumed, or with
+    --overwrite."""
     folder = out.parent
     if out.is_dir():
         raise click.ClickException(f"--out {str(out)!r} is a directory; give a file name")
@@ -151,11 +154,18 @@ def _check_out(out: Path, data: Path | None = None) -> None:
         if data is not None and data.exists() and os.path.samefile(out, data):
             raise click.ClickException(f"--out {str(out)!r} is the data file; give another name")
         try:
-            ckpt.read_metadata(out)
+            meta = ckpt.read_metadata(out)
         except ckpt.CheckpointError:
             raise click.ClickException(
                 f"--out {str(out)!r} exists and is not a microgpt-fut checkpoint: refusing to "
                 "overwrite it (move it away or choose another --out)") from None
+        resuming_it = resume is not None and resume.exists() and os.path.samefile(out, resume)
+        if not resuming_it and not overwrite:
+            raise click.ClickException(
+                f"--out {str(out)!r} holds the checkpoint of another run (step "
+                f"{meta.get('step', '?')}, data {meta.get('data') or '?'}): refusing to "
+                f"overwrite it; continue it with --resume {shlex.quote(str(out))}, choose "
+                "another --out, or pass --overwrite")
     try:
         fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=folder)
         os.close(fd)
@@ -316,6 +326,8 @@ about 1e-6)."""
                    "up, or larger batches).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("model.safetensors"),
               show_default=True, help="Checkpoint file to write (with --resume: FILE).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace a checkpoint of another run that --out holds (refused otherwise).")
 @click.option("--save-every", type=_INT, default=None, callback=_check_positive,
               help="Also save the checkpoint to --out every N steps (atomically: a crash "
                    "leaves the previous one).")
@@ -330,8 +342,8 @@ about 1e-6)."""
 def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_head, n_layer,
           block_size, mlp_width, lr, seed, steps_per_call, arch, data_format, bias,
           val_fraction, grad_accum, min_lr, warmup_steps, lr_decay_steps, beta1, beta2,
-          weight_decay, grad_clip, eval_every, eval_iters, threads, out, save_every, resume,
-          samples, temperature, quiet):
+          weight_decay, grad_clip, eval_every, eval_iters, threads, out, overwrite, save_every,
+          resume, samples, temperature, quiet):
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
     Ctrl-C (or SIGTERM, SIGHUP) stops after the current kernel call, saves the
@@ -372,7 +384,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         ck, settings, data, encoding = _plan_resume(resume, given, steps_per_call)
         settings = dataclasses.replace(settings, threads=threads)
         out = out if "out" in given else resume
-    _check_out(out, data)
+    _check_out(out, data, resume, overwrite)
     rt = _runtime(backend, device, quiet)
     with _user_errors():
         docs, info = load_data(data, encoding)
