@@ -50,3 +50,23 @@ def test_signal_saves_and_exits_with_its_status(tmp_path, sig, status, kind):
     assert len(lines) == 1 and lines[0].startswith(f"stopped by {name}: saved the checkpoint of step")
     step = ckpt.load(out).step
     assert 0 < step < STEPS and f"step {step} of {STEPS}" in lines[0]
+
+
+def test_two_runs_never_write_one_out_at_once(tmp_path):
+    """While one training holds --out, a second one started on the same --out is refused
+    with one line naming the first's pid; the first ends normally; afterwards the lock
+    is gone."""
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    first = _run_until_progress(["--data", str(small_data(tmp_path)), "--out", str(out)])
+    second = subprocess.run([sys.executable, "-m", "microgpt_fut", "train", "--data",
+                             str(small_data(tmp_path)), "--steps", "5", "--out", str(out)],
+                            capture_output=True, text=True, timeout=120)
+    assert second.returncode == 1
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"another microgpt-fut process (pid {first.pid})" in lines[0]
+    first.send_signal(signal.SIGINT)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 130, err
+    assert ckpt.load(out).step > 0
+    assert not (tmp_path / ".m.safetensors.lock").exists()

@@ -175,6 +175,37 @@ def _check_out(out: Path, data: Path | None = None, resume: Path | None = None,
                                    f"{e.strerror or e}") from None
 
 
+def _lock_out(ctx, out: Path) -> None:
+    """Take the lock ``.<name>.lock`` beside --out until the command ends, so that two
+    runs never write the same checkpoint at once (flock: the OS releases it at any
+    exit, so a dead process's lock is free). A one-line error when another process
+    holds it."""
+    import fcntl
+
+    path = out.parent / f".{out.name}.lock"
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        pid = f.read().strip() or "?"
+        f.close()
+        raise click.ClickException(f"--out {str(out)!r} is being written by another "
+                                   f"microgpt-fut process (pid {pid}); wait for it or choose "
+                                   "another --out") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+
+    def release():
+        with contextlib.suppress(OSError):
+            path.unlink()
+        f.close()
+
+    ctx.call_on_close(release)
+
+
 def _kept(out: Path, ours: int | None = None) -> str:
     """What --out holds now, for messages after a failure. ``ours``: the step of the
     last checkpoint this run wrote there (or resumed from it), None when it wrote none."""
@@ -385,6 +416,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         settings = dataclasses.replace(settings, threads=threads)
         out = out if "out" in given else resume
     _check_out(out, data, resume, overwrite)
+    _lock_out(ctx, out)
     rt = _runtime(backend, device, quiet)
     with _user_errors():
         docs, info = load_data(data, encoding)

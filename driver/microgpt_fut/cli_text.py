@@ -105,6 +105,7 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
             resume, given, o["steps_per_call"], o["threads"])
         out = out if "out" in given else resume
     _check_out(out, data_path, resume, o["overwrite"])
+    _cli._lock_out(ctx, out)
     with _user_errors():
         curves.check_writable(out)
     rt = _runtime(o["backend"], o["device"], quiet, program="gpt2")
