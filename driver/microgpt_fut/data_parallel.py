@@ -174,11 +174,7 @@ class DataParallelModel(_HostStateModel):
                     m: Arrays | None = None, v: Arrays | None = None,
                     step: int = 0) -> "DataParallelModel":
         """As Model.from_arrays (a checkpoint); raises ValueError on a shape mismatch."""
-        arrays = state_arrays(config, params, m, v)
-        k = len(PARAM_NAMES)
-        params_m_v = [np.concatenate([a.ravel() for a in arrays[i:i + k]])
-                      for i in range(0, len(arrays), k)]
-        return cls(rts, config, HostState(*params_m_v, step))
+        return cls(rts, config, HostState(*_flat_groups(config, params, m, v), step))
 
     def _device_model(self, i: int) -> Model:
         """Context i holding the current parameters (Adam moments zero: only the
@@ -284,15 +280,7 @@ class DataParallelGPT2(_HostStateModel):
                     m: Arrays | None = None, v: Arrays | None = None,
                     step: int = 0) -> "DataParallelGPT2":
         """As GPT2Model.from_arrays; raises ValueError on a shape mismatch."""
-        flat = []
-        for what, d in (("", params), ("adam.m.", m), ("adam.v.", v)):
-            for name, shape in config.shapes().items():
-                a = np.zeros(shape, np.float32) if d is None else np.asarray(d[name], np.float32)
-                if a.shape != shape:
-                    raise ValueError(f"tensor {what}{name} has shape {a.shape}, config needs {shape}")
-            flat.append(flatten(d, DEVICE_NAMES) if d is not None else
-                        np.zeros(config_size(config), np.float32))
-        return cls(rts, config, HostState(*flat, step))
+        return cls(rts, config, HostState(*_flat_groups(config, params, m, v), step))
 
     def _device_model(self, i: int) -> GPT2Model:
         """Context i holding the current weights (moments zero: only gradients and
@@ -354,9 +342,12 @@ class DataParallelGPT2(_HostStateModel):
             range(len(parts)))))
 
 
-def config_size(config) -> int:
-    """Number of float32 values of all the device's tensors of ``config``."""
-    return int(sum(np.prod(s) for s in config.shapes().values()))
+def _flat_groups(config, params: Arrays, m: Arrays | None, v: Arrays | None) -> list[np.ndarray]:
+    """[params, m, v] as flat float32 vectors (model.state_arrays' checks; m, v zero
+    when not given), for either model's config."""
+    arrays = state_arrays(config, params, m, v)
+    k = len(config.shapes())
+    return [np.concatenate([a.ravel() for a in arrays[i:i + k]]) for i in range(0, len(arrays), k)]
 
 
 # GPT-2's tensors that take weight decay (nanoGPT: the >= 2-D ones)

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .model import DeviceModel, GPTConfig
+from .model import DeviceModel, GPTConfig, state_arrays
 from .runtime import Runtime
 
 DEVICE_NAMES = ("wte", "wpe", "ln_1_w", "ln_1_b", "c_attn_w", "c_attn_b", "attn_proj_w",
@@ -186,16 +186,9 @@ class GPT2Model(DeviceModel):
                     v: dict[str, np.ndarray] | None = None, step: int = 0) -> "GPT2Model":
         """A model from device arrays (moments zero when not given). Raises ValueError
         naming the first tensor whose shape does not match ``config``."""
-        config.validate()
-        stacked = []
-        for name, shape in config.shapes().items():
-            group = []
-            for what, d in (("", params), ("adam.m.", m), ("adam.v.", v)):
-                a = np.zeros(shape, np.float32) if d is None else np.asarray(d[name], np.float32)
-                if a.shape != shape:
-                    raise ValueError(f"tensor {what}{name} has shape {a.shape}, config needs {shape}")
-                group.append(a)
-            stacked.append(np.ascontiguousarray(np.stack(group)))
+        arrays = state_arrays(config, params, m, v)
+        k = len(DEVICE_NAMES)  # make_state takes each tensor stacked as [params, m, v]
+        stacked = [np.stack(arrays[j::k]) for j in range(k)]
         state = rt.entry("make_state", config.n_head, bool(config.bias), step, *stacked)
         return cls(rt, config, state)
 

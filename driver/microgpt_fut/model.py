@@ -115,8 +115,9 @@ def stack(tensors: dict[str, np.ndarray], n_layer: int, prefix: str = "") -> dic
 def state_arrays(config: GPTConfig, params: dict[str, np.ndarray],
                  m: dict[str, np.ndarray] | None = None,
                  v: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
-    """The 27 arrays of a state in make_state's order (params, then Adam's m and v,
-    each in PARAM_NAMES order), as contiguous float32; m and v zero when not given.
+    """The arrays of a state: params, then the optimiser's m and v, each in the order of
+    ``config.shapes()`` (microgpt's make_state takes these 27 as they are), as contiguous
+    float32; m and v zero when not given. Serves GPT2Config too.
 
     Raises ValueError naming the first tensor whose shape does not match ``config``.
     """
@@ -126,7 +127,7 @@ def state_arrays(config: GPTConfig, params: dict[str, np.ndarray],
     arrays = []
     for group, d in (("", params), ("adam.m.", m if m is not None else zeros),
                      ("adam.v.", v if v is not None else zeros)):
-        for n in PARAM_NAMES:
+        for n in shapes:
             a = np.ascontiguousarray(d[n], dtype=np.float32)
             if a.shape != shapes[n]:
                 raise ValueError(f"tensor {group}{n} has shape {a.shape}, "
