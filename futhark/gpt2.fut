@@ -39,6 +39,21 @@ entry make_state [V][C][T][L][F] (n_head: i64) (bias: bool) (step: i64)
       mlp_proj_w = mlp_proj_w[i], mlp_proj_b = mlp_proj_b[i], ln_f_w = ln_f_w[i], ln_f_b = ln_f_b[i] }
   in {params = p 0, m = p 1, v = p 2, step, hyper = {n_head, bias}}
 
+-- | A state from the parameters alone, AdamW's moments zero (sampling a
+-- checkpoint or a Hugging Face folder: no host copy of two zero models).
+entry make_state_params [V][C][T][L][F] (n_head: i64) (bias: bool) (step: i64)
+    (wte: [V][C]f32) (wpe: [T][C]f32) (ln_1_w: [L][C]f32) (ln_1_b: [L][C]f32)
+    (c_attn_w: [L][3][C][C]f32) (c_attn_b: [L][3][C]f32)
+    (attn_proj_w: [L][C][C]f32) (attn_proj_b: [L][C]f32)
+    (ln_2_w: [L][C]f32) (ln_2_b: [L][C]f32) (c_fc_w: [L][F][C]f32) (c_fc_b: [L][F]f32)
+    (mlp_proj_w: [L][C][F]f32) (mlp_proj_b: [L][C]f32) (ln_f_w: [C]f32) (ln_f_b: [C]f32)
+    : state [V][C][T][L][F] =
+  let p : params [V][C][T][L][F] =
+    { wte, wpe, ln_1_w, ln_1_b, c_attn_w, c_attn_b, attn_proj_w, attn_proj_b,
+      ln_2_w, ln_2_b, c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b, ln_f_w, ln_f_b }
+  let zero = params_map2 (\_ _ -> 0) p p
+  in {params = p, m = zero, v = copy zero, step, hyper = {n_head, bias}}
+
 def unpack [V][C][T][L][F] (p: params [V][C][T][L][F]) =
   (p.wte, p.wpe, p.ln_1_w, p.ln_1_b, p.c_attn_w, p.c_attn_b, p.attn_proj_w, p.attn_proj_b,
    p.ln_2_w, p.ln_2_b, p.c_fc_w, p.c_fc_b, p.mlp_proj_w, p.mlp_proj_b, p.ln_f_w, p.ln_f_b)
@@ -91,3 +106,11 @@ entry logits_cached [V][C][T][L][F] (s: state [V][C][T][L][F]) (tokens: [T]i64) 
 entry generate [V][C][T][L][F][P] (s: state [V][C][T][L][F]) (seed: i64) (first: i64) (n: i64)
                (temperature: f32) (top_k: i64) (prompt: [P]i64) (max_new: i64) : [n][max_new]i64 =
   Sample.continue_prompt s.params s.hyper seed first n temperature top_k prompt max_new
+
+-- | Continuations of n different prompts (row i: prompts[i, :lens[i]], the
+-- rest padding; 1 <= lens[i] <= P), max_new tokens each, row i as sample
+-- first+i under seed; temperature 0 is greedy, top_k 0 keeps every token.
+entry generate_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i64) (first: i64)
+                       (temperature: f32) (top_k: i64) (prompts: [n][P]i64) (lens: [n]i64)
+                       (max_new: i64) : [n][max_new]i64 =
+  Sample.continue_prompts s.params s.hyper seed first temperature top_k prompts lens max_new

@@ -112,6 +112,23 @@ def layer_norm [n] (bias: bool) (w: [n]f32) (b: [n]f32) (x: [n]f32) : [n]f32 =
 def affine [nin][nout] (bias: bool) (w: [nout][nin]f32) (b: [nout]f32) (x: [nin]f32) : [nout]f32 =
   map2 (\wo bo -> let y = dot wo x in if bias then y + bo else y) w b
 
+-- | W x for each of n inputs xs: [n][nin] -> [n][nout], w: [nout][nin], with the
+-- weights in the outer loop, so that a step of batched decoding (`gpt_tokens`)
+-- reads each weight row once for all n sequences instead of once per sequence
+-- (the same dot products as `map (\x -> linear x w) xs`).  The [nout][n]
+-- results are gathered into a new [n][nout] array: a `transpose` (even copied)
+-- stays a view of the [nout][n] memory, and the next layer's dot products would
+-- read each input with a stride of n (measured 7x slower at n = 8).
+def linear_rows [n][nin][nout] (w: [nout][nin]f32) (xs: [n][nin]f32) : [n][nout]f32 =
+  let r = map (\wo -> map (dot wo) xs) w
+  in opaque (tabulate n (\i -> tabulate nout (\o -> r[o, i])))
+
+-- | `affine` on each of n inputs, as `linear_rows`.
+def affine_rows [n][nin][nout] (bias: bool) (w: [nout][nin]f32) (b: [nout]f32)
+                (xs: [n][nin]f32) : [n][nout]f32 =
+  let y = linear_rows w xs
+  in if bias then map (map2 (+) b) y else y
+
 -- | GPT-2's GELU, the tanh approximation (Hendrycks & Gimpel 2016).
 def gelu (x: f32) : f32 =
   0.5 * x * (1 + f32.tanh (0.7978845608028654 * (x + 0.044715 * x * x * x)))
@@ -156,6 +173,12 @@ def block [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (li: i64) (x
                                         p.attn_proj_b[li] xn)
   in map (mlp h p.ln_2_w[li] p.ln_2_b[li] p.c_fc_w[li] p.c_fc_b[li] p.mlp_proj_w[li] p.mlp_proj_b[li]) x
 
+-- | `mlp` on n positions at once, weights outermost (`affine_rows`): sampling's form.
+def mlp_rows [n][C][F] (h: hyper) (ln_w: [C]f32) (ln_b: [C]f32) (fc_w: [F][C]f32) (fc_b: [F]f32)
+             (proj_w: [C][F]f32) (proj_b: [C]f32) (x: [n][C]f32) : [n][C]f32 =
+  let hidden = map (map gelu) (affine_rows h.bias fc_w fc_b (map (layer_norm h.bias ln_w ln_b) x))
+  in map2 (map2 (+)) x (affine_rows h.bias proj_w proj_b hidden)
+
 -- | The output head tied to wte (GPT-2): logits = ln_f(x) wte^T.
 def head [V][C][T][L][F] (p: params [V][C][T][L][F]) (h: hyper) (x: [C]f32) : [V]f32 =
   linear (layer_norm h.bias p.ln_f_w p.ln_f_b x) p.wte
@@ -167,8 +190,37 @@ def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [
   let x = loop x for li < L do block p h li x
   in map (head p h) x
 
+-- | Multi-head attention of the newest token at `pos` over its KV cache (ks, vs:
+-- [T][C], rows 0..pos filled): attention.fut's `cached_attention` per head, but
+-- reading only the pos+1 filled rows, and each head's D columns where they lie
+-- (by slices on c/multicore, by reshapes on the GPU backends: layout.fut).
+-- The per-head copies of the whole cache that `head_cols` makes cost more than
+-- the rest of a 124M-shaped model's step at T = 1024.
+def cached_heads [T][C] (n_head: i64) (pos: i64) (q: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32)
+                 : [C]f32 =
+  let D = C / n_head
+  let scale = 1 / f32.sqrt (f32.i64 D)
+  let (ks, vs) = (ks[:pos + 1], vs[:pos + 1])
+  -- weighted sum of the value rows, accumulated row by row (contiguous reads)
+  let mix [m] (w: [m]f32) (rows: [m][D]f32) : [D]f32 =
+    reduce_comm (map2 (+)) (replicate D 0) (map2 (\wt r -> map (* wt) r) w rows)
+  in if heads_by_slices then
+       let head (hh: i64) : [D]f32 =
+         let cols (r: [C]f32) = r[hh * D:(hh + 1) * D] :> [D]f32
+         let qh = cols q
+         in mix (softmax (map (\k -> dot qh (cols k) * scale) ks)) (map cols vs)
+       in flatten (tabulate n_head head) :> [C]f32
+     else
+       let split (r: [C]f32) = unflatten (r :> [n_head * D]f32)
+       let (qh, kh, vh) = (split q, map split ks, map split vs)
+       in flatten (map (\hh -> mix (softmax (map (\k -> dot qh[hh] k[hh] * scale) kh))
+                                   (map (\v -> v[hh]) vh))
+                       (iota n_head)) :> [C]f32
+
 -- | The sampling forward: one token of each of n sequences at position `pos`,
--- keys and values appended to the caches [L][n][T][C]; logits [n][V].
+-- keys and values appended to the caches [L][n][T][C]; logits [n][V].  The
+-- linear layers and the head take the n tokens together (`affine_rows`), so a
+-- batch streams the weights once per position.
 def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64) (pos: i64)
                (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32)
                : ([n][V]f32, *[L][n][T][C]f32, *[L][n][T][C]f32) =
@@ -179,23 +231,16 @@ def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens
       let xn = map (layer_norm h.bias p.ln_1_w[li] p.ln_1_b[li]) x
       let w = p.c_attn_w[li]
       let b = p.c_attn_b[li]
-      let q = map (affine h.bias w[0] b[0]) xn
-      let keys = keys with [li, :, pos] = map (affine h.bias w[1] b[1]) xn
-      let values = values with [li, :, pos] = map (affine h.bias w[2] b[2]) xn
-      let D = C / h.n_head
-      let attend (q_i: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32) : [C]f32 =
-        let heads = if heads_by_slices
-                    then map3 (cached_attention pos) (tabulate h.n_head (\hh -> q_i[hh * D:(hh + 1) * D] :> [D]f32))
-                              (head_cols h.n_head ks :> [h.n_head][T][D]f32)
-                              (head_cols h.n_head vs :> [h.n_head][T][D]f32)
-                    else map3 (cached_attention pos) (unflatten (q_i :> [h.n_head * (C / h.n_head)]f32))
-                              (split_heads h.n_head ks) (split_heads h.n_head vs) :> [h.n_head][D]f32
-        in flatten heads :> [C]f32
-      let x_attn = map3 attend q keys[li] values[li]
-      let x = map2 (map2 (+)) x (map (affine h.bias p.attn_proj_w[li] p.attn_proj_b[li]) x_attn)
-      in (map (mlp h p.ln_2_w[li] p.ln_2_b[li] p.c_fc_w[li] p.c_fc_b[li] p.mlp_proj_w[li] p.mlp_proj_b[li]) x,
+      let q = affine_rows h.bias w[0] b[0] xn
+      let keys = keys with [li, :, pos] = affine_rows h.bias w[1] b[1] xn
+      let values = values with [li, :, pos] = affine_rows h.bias w[2] b[2] xn
+      let x_attn = map3 (cached_heads h.n_head pos) q keys[li] values[li]
+      let x = map2 (map2 (+)) x (affine_rows h.bias p.attn_proj_w[li] p.attn_proj_b[li] x_attn)
+      in (mlp_rows h p.ln_2_w[li] p.ln_2_b[li] p.c_fc_w[li] p.c_fc_b[li] p.mlp_proj_w[li]
+                   p.mlp_proj_b[li] x,
           keys, values)
-  in (map (head p h) x, keys, values)
+  -- the head (`head`) with wte's rows outermost
+  in (linear_rows p.wte (map (layer_norm h.bias p.ln_f_w p.ln_f_b) x), keys, values)
 
 -- | GPT-2 as a `gpt_model` (gpt_model.fut).
 module gpt2_model = {

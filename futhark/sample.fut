@@ -83,6 +83,45 @@ module sampler (M: gpt_model) = {
         in (seqs with [:, len] = next, keys, values)
     in map (\s -> s[P0:] :> [max_new]i64) seqs
 
+  -- | Continuations of n different prompts, max_new tokens each: row i's
+  -- prompt is prompts[i, :lens[i]] (1 <= lens[i] <= P; the rest is padding).
+  -- All rows advance in lockstep, one position per step, so they share the
+  -- KV cache's layout and `gpt_tokens`' single position: at step t every row
+  -- feeds its token at position t (a prompt token while t < lens[i], else the
+  -- one it drew at step t-1) and, from its last prompt token on, draws the next
+  -- one.  Token j of row i is drawn with uniform number j of stream first+i,
+  -- and positions past T see the last T tokens (whole-sequence forward), as in
+  -- `continue_prompt`: row i is `continue_prompt` of its own prompt as sample
+  -- first+i when lens[i] <= T (the driver crops longer prompts to their last T
+  -- tokens, which is what nanoGPT's model sees).  A row whose prompt is
+  -- shorter than the longest finishes early; its later steps are wasted work.
+  -- Returns [n][max_new] tokens.
+  def continue_prompts [V][C][T][L][F][n][P] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
+                       (seed: i64) (first: i64) (temperature: f32) (k_top: i64)
+                       (prompts: [n][P]i64) (lens: [n]i64) (max_new: i64) : [n][max_new]i64 =
+    let total = P + max_new
+    let streams = map (\i -> key seed (first + i)) (iota n)
+    let seqs = map (\s -> concat s (replicate max_new 0i64) :> [total]i64) prompts
+    -- the last step reads position longest + max_new - 2 and draws the longest row's last token
+    let steps = if max_new == 0 || n == 0 then 0 else i64.maximum lens + max_new - 1
+    let keys = replicate L (replicate n (replicate T (replicate C 0f32)))
+    let values = replicate L (replicate n (replicate T (replicate C 0f32)))
+    let (seqs, _, _) =
+      loop (seqs, keys, values) for t < steps do
+        let (logits, keys, values) =
+          if t < T
+          then M.gpt_tokens p hyper (map (\s -> s[t]) seqs) t keys values
+          else (map (\s -> last (M.gpt_seq p hyper (s[t + 1 - T:t + 1] :> [T]i64))) seqs, keys, values)
+        -- every row draws (one code path for the compiler); a row keeps the draw
+        -- only while it is generating: token j = t + 1 - lens[i] of 0 .. max_new-1
+        let next = map4 (\s k len lg ->
+                           let j = t + 1 - len
+                           let d = draw temperature k_top k (i64.max 0 j) lg
+                           in if j >= 0 && j < max_new then d else s[t + 1])
+                        seqs streams lens logits
+        in (seqs with [:, t + 1] = next, keys, values)
+    in map2 (\s len -> s[len:len + max_new] :> [max_new]i64) seqs lens
+
   -- | The sampling path's logits for one sequence of T tokens, one token at a
   -- time through the KV cache: [T] -> [T][V] (to test it against `gpt_seq`).
   def cached_logits [V][C][T][L][F] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)

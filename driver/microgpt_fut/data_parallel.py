@@ -341,6 +341,18 @@ class DataParallelGPT2(_HostStateModel):
                                                      first + parts[i].start),
             range(len(parts)))))
 
+    def generate_prompts(self, seed: int, temperature: float, top_k: int, prompts,
+                         max_new: int, first: int = 0) -> np.ndarray:
+        """As GPT2Model.generate_prompts, the prompts split over the contexts (row i
+        draws from random stream first+i wherever it runs)."""
+        prompts = list(prompts)
+        parts = shard_rows(len(prompts), len(self.rts)) if prompts else [slice(0, 0)]
+        return np.concatenate(list(self._pool.map(
+            lambda i: self._device_model(i).generate_prompts(seed, temperature, top_k,
+                                                             prompts[parts[i]], max_new,
+                                                             first + parts[i].start),
+            range(len(parts)))))
+
 
 def _flat_groups(config, params: Arrays, m: Arrays | None, v: Arrays | None) -> list[np.ndarray]:
     """[params, m, v] as flat float32 vectors (model.state_arrays' checks; m, v zero
