@@ -10,8 +10,10 @@ and Adam's moments under ``adam.m.`` and ``adam.v.`` with the same names;
 are microgpt and lines. The safetensors metadata (strings) holds
 FORMAT, the config and vocabulary as JSON, the step, and the run's settings and
 data identity (TRAIN_KEYS), which is all ``train --resume`` needs to continue
-exactly. Writes are atomic: a checkpoint file is either the old one or the
-complete new one.
+exactly. A text model whose tokenizer is not a character vocabulary (e.g. a
+byte-level BPE) keeps it as ``tokenizer`` (its tokenizer.json, tokenizer.py)
+beside an empty ``vocab`` list; character models keep only ``vocab``, as before.
+Writes are atomic: a checkpoint file is either the old one or the complete new one.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import tokenizer as tokenizers
 from .gpt2 import GPT2Config
 from .model import GPTConfig
 
@@ -60,11 +63,15 @@ class Checkpoint:
     params/m/v: the device's arrays (shapes: ``config.shapes()``); m and v are
     None when loaded with ``adam=False``.
     vocab: the characters (token i is vocab[i]; with data_format "lines",
-    BOS = len(vocab)).
+    BOS = len(vocab)); empty when ``tokenizer`` is not a CharVocab.
     train: the run's settings (TRAIN_KEYS), as ints, floats and str.
     losses: float32 [step], the loss of each step so far, or None (not stored).
     norms: float32 [step], each step's gradient norm (text runs), or None.
     evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs).
+    tokenizer: a text model's tokenizer (tokenizer.Tokenizer). ``load`` always sets
+    it for data_format "text" (a CharVocab of ``vocab`` when the file has no
+    ``tokenizer``); ``save`` stores a CharVocab as ``vocab`` (ck.vocab may then be
+    empty) and any other tokenizer as the ``tokenizer`` metadata.
     """
 
     config: GPTConfig
@@ -78,16 +85,41 @@ class Checkpoint:
     data_format: str = "lines"
     norms: np.ndarray | None = None
     evals: list | None = None
+    tokenizer: tokenizers.Tokenizer | None = None
 
     @property
     def arch(self) -> str:
         return self.config.arch
 
+    def text_tokenizer(self) -> tokenizers.Tokenizer:
+        """The tokenizer of a text model: ``tokenizer``, else the CharVocab of ``vocab``."""
+        return self.tokenizer if self.tokenizer is not None else \
+            tokenizers.CharVocab("".join(self.vocab))
+
+
+def _stored_vocab(ck: Checkpoint) -> tuple[list[str], str | None]:
+    """(the "vocab" list, the "tokenizer" JSON or None) that ck's metadata holds."""
+    tok = ck.tokenizer
+    if tok is None:
+        return list(ck.vocab), None
+    # a character vocabulary that fills the model's (as every one trained here) is the
+    # "vocab" list old versions read; others (a larger vocab_size) need "tokenizer"
+    if isinstance(tok, tokenizers.CharVocab) and tok.size == ck.config.vocab_size:
+        if ck.vocab and "".join(ck.vocab) != tok.chars:
+            raise ValueError("the checkpoint's vocab and its character tokenizer differ")
+        return list(tok.chars), None
+    if ck.vocab:
+        raise ValueError("a checkpoint with a non-character tokenizer needs an empty vocab")
+    return [], tok.to_json()
+
 
 def _metadata(ck: Checkpoint) -> dict[str, str]:
+    vocab, tok = _stored_vocab(ck)
     meta = {"format": FORMAT, "config": json.dumps(ck.config.to_dict()),
-            "vocab": json.dumps(list(ck.vocab)), "step": str(int(ck.step)),
+            "vocab": json.dumps(vocab), "step": str(int(ck.step)),
             "arch": ck.arch, "data_format": ck.data_format}
+    if tok is not None:
+        meta["tokenizer"] = tok
     if ck.evals is not None:
         meta["evals"] = json.dumps([[int(s), float(a), float(b)] for s, a, b in ck.evals])
     for k in TRAIN_KEYS:
@@ -281,10 +313,25 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                 raise CheckpointError(f"{where} has unusable metadata: "
                                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
                                       ) from None
-            n_tokens = len(vocab) + (1 if data_format == "lines" else 0)  # lines add BOS
-            if n_tokens != config.vocab_size:
-                raise CheckpointError(f"{where}: vocabulary of {len(vocab)} characters does not "
-                                      f"match vocab_size {config.vocab_size}")
+            tok = None
+            if "tokenizer" in meta:
+                try:
+                    tok = tokenizers.from_json(meta["tokenizer"])
+                except ValueError as e:
+                    raise CheckpointError(f"{where} has an unusable tokenizer: "
+                                          f"{str(e).splitlines()[0]}") from None
+                if vocab:
+                    raise CheckpointError(f"{where} has both a vocab and a tokenizer")
+                if tok.size > config.vocab_size:
+                    raise CheckpointError(f"{where}: its tokenizer has {tok.size} tokens, more "
+                                          f"than vocab_size {config.vocab_size}")
+            else:
+                n_tokens = len(vocab) + (1 if data_format == "lines" else 0)  # lines add BOS
+                if n_tokens != config.vocab_size:
+                    raise CheckpointError(f"{where}: vocabulary of {len(vocab)} characters does "
+                                          f"not match vocab_size {config.vocab_size}")
+                if data_format == "text":
+                    tok = tokenizers.CharVocab("".join(vocab))
             groups = [""] + (["adam.m.", "adam.v."] if adam else [])
             expected = {}
             for prefix in groups:
@@ -316,4 +363,4 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
     m = config.from_file(tensors, "adam.m.") if adam else None
     v = config.from_file(tensors, "adam.v.") if adam else None
     return Checkpoint(config, vocab, params, m, v, step, train, series[LOSSES], data_format,
-                      series[NORMS], evals)
+                      series[NORMS], evals, tok)

@@ -1,7 +1,9 @@
-"""Character-level text data: nanoGPT's shakespeare_char recipe.
+"""Text data: nanoGPT's shakespeare_char recipe, with any tokenizer.
 
-One text file is one stream of characters (nanoGPT data/shakespeare_char/prepare.py):
-the vocabulary is the sorted set of its characters (no BOS), the first 90% of the
+One text file is one stream of tokens (nanoGPT data/shakespeare_char/prepare.py):
+by default the vocabulary is the sorted set of its characters (no BOS; a
+byte-level BPE or another ``tokenizer.Tokenizer`` may be given instead, as
+nanoGPT's data/shakespeare/prepare.py uses GPT-2's), the first 90% of the
 tokens train and the rest validate, and a batch is ``batch_size`` windows of
 ``block_size + 1`` consecutive tokens at uniformly random starts (nanoGPT train.py
 ``get_batch``; one window holds both x = w[:-1] and y = w[1:]). The random starts
@@ -17,43 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from .data import DataError, read_text
+from .tokenizer import CharVocab, Tokenizer
 
 TRAIN_KIND, EVAL_KINDS = 0, {"train": 1, "val": 2}
-
-
-@dataclass(frozen=True)
-class CharVocab:
-    """Token i is chars[i]; chars are the sorted unique characters of the text."""
-
-    chars: str
-
-    @classmethod
-    def from_text(cls, text: str) -> "CharVocab":
-        """prepare.py: ``chars = sorted(list(set(data)))``."""
-        return cls("".join(sorted(set(text))))
-
-    @property
-    def size(self) -> int:
-        """vocab_size = number of characters (prepare.py; there is no BOS)."""
-        return len(self.chars)
-
-    def encode(self, text: str, what: str) -> np.ndarray:
-        """Tokens of text: int64 [len(text)] (prepare.py ``encode``: ``stoi[c]``).
-
-        Raises DataError, one line naming ``what`` (e.g. "--prompt"), at the first
-        character that is not in the vocabulary.
-        """
-        index = {c: i for i, c in enumerate(self.chars)}
-        try:
-            return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
-        except KeyError as e:
-            c = e.args[0]
-            raise DataError(f"{what}: character {c!r} (U+{ord(c):04X}) "
-                            f"is not in the model's vocabulary") from None
-
-    def decode(self, ids) -> str:
-        """The characters of a sequence of token ids (prepare.py ``decode``)."""
-        return "".join(self.chars[int(i)] for i in ids)
 
 
 def stream_rng(seed: int, kind: int, i: int, j: int) -> np.random.Generator:
@@ -81,11 +49,13 @@ def windows(tokens: np.ndarray, starts, block_size: int) -> np.ndarray:
 class TextData:
     """A text file as tokens, split into train (first part) and val (the rest).
 
+    vocab: the tokenizer (a CharVocab, or any tokenizer.Tokenizer);
     train, val: int64 token arrays; sha256: hex digest of the file's bytes;
-    path: the file as given to ``load_text``; encoding: the one it was read with.
+    path: the file as given to ``load_text``; encoding: the one it was read with;
+    text_chars: the text's length in characters (0: not recorded, = the tokens).
     """
 
-    vocab: CharVocab
+    vocab: Tokenizer
     train: np.ndarray
     val: np.ndarray
     block_size: int
@@ -93,11 +63,22 @@ class TextData:
     path: str
     sha256: str
     encoding: str = "utf-8"
+    text_chars: int = 0
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer (the same object as ``vocab``)."""
+        return self.vocab
+
+    @property
+    def n_tokens(self) -> int:
+        """Number of tokens in the whole text."""
+        return len(self.train) + len(self.val)
 
     @property
     def n_chars(self) -> int:
-        """Number of characters (= tokens) in the whole text."""
-        return len(self.train) + len(self.val)
+        """Number of characters in the whole text (= tokens for a character vocabulary)."""
+        return self.text_chars or self.n_tokens
 
     def _batches(self, data: np.ndarray, seed: int, kind: int, i: int, n: int,
                  batch_size: int) -> np.ndarray:
@@ -135,16 +116,20 @@ class TextData:
 
 
 def load_text(path: str | Path, block_size: int, val_fraction: float = 0.1,
-              encoding: str = "utf-8") -> TextData:
-    """Read a text file (``read_text``), build its vocabulary and split its tokens.
+              encoding: str = "utf-8", tokenizer: Tokenizer | None = None) -> TextData:
+    """Read a text file (``read_text``), tokenize it and split its tokens.
 
+    tokenizer: None builds the character vocabulary of the text (``CharVocab.from_text``,
+    prepare.py); a given tokenizer (e.g. ``tokenizer.train_bpe`` of the text, or a
+    loaded one) encodes the whole text in one call.
     prepare.py: ``train_data = data[:int(n*0.9)]``; here
-    ``n_train = int(n * (1 - val_fraction))``, train = tokens[:n_train], val = the rest.
-    val_fraction 0 means no validation split (val is empty).
+    ``n_train = int(n * (1 - val_fraction))`` of the n tokens, train = tokens[:n_train],
+    val = the rest. val_fraction 0 means no validation split (val is empty).
 
-    Raises DataError (one line) as ``read_text`` does, and when val_fraction is not
-    in [0, 1), block_size < 1, or the text, the train split or (val_fraction > 0)
-    the validation split has fewer than block_size + 1 characters.
+    Raises DataError (one line) as ``read_text`` does, as the tokenizer's ``encode``
+    does (naming the file), and when val_fraction is not in [0, 1), block_size < 1,
+    or the text, the train split or (val_fraction > 0) the validation split has
+    fewer than block_size + 1 tokens.
     """
     if not 0 <= val_fraction < 1:
         raise DataError(f"--val-fraction {val_fraction} must be in [0, 1)")
@@ -153,20 +138,26 @@ def load_text(path: str | Path, block_size: int, val_fraction: float = 0.1,
     path = Path(path)
     text = read_text(path, encoding)
     name, need = str(path), block_size + 1
-    if len(text) < need:
+    vocab = CharVocab.from_text(text) if tokenizer is None else tokenizer
+    # a character vocabulary's tokens are the characters, so its messages say characters
+    unit = "characters" if isinstance(vocab, CharVocab) else "tokens"
+    if len(text) < need and unit == "characters":
         raise DataError(f"data file {name!r} has {len(text)} characters; "
                         f"--block-size {block_size} needs at least {need}")
-    vocab = CharVocab.from_text(text)
     tokens = vocab.encode(text, f"data file {name!r}")
+    if len(tokens) < need:
+        raise DataError(f"data file {name!r} has {len(tokens)} tokens; "
+                        f"--block-size {block_size} needs at least {need}")
     n_train = int(len(tokens) * (1 - val_fraction))
     train, val = tokens[:n_train], tokens[n_train:]
     if len(train) < need:
         raise DataError(f"data file {name!r}: the training split has {len(train)} of "
-                        f"{len(text)} characters; --block-size {block_size} needs at least "
+                        f"{len(tokens)} {unit}; --block-size {block_size} needs at least "
                         f"{need}: use a smaller --block-size or a smaller --val-fraction")
     if val_fraction > 0 and len(val) < need:
         raise DataError(f"data file {name!r}: the validation split has {len(val)} of "
-                        f"{len(text)} characters; --block-size {block_size} needs at least "
+                        f"{len(tokens)} {unit}; --block-size {block_size} needs at least "
                         f"{need}: use a smaller --block-size or a larger --val-fraction")
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-    return TextData(vocab, train, val, block_size, val_fraction, name, sha256, encoding)
+    return TextData(vocab, train, val, block_size, val_fraction, name, sha256, encoding,
+                    len(text))

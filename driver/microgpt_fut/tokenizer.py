@@ -1,0 +1,392 @@
+"""Tokenizers of text models: a character vocabulary, or a Hugging Face ``tokenizers`` one.
+
+Both implement ``Tokenizer``: ``size``, ``encode(text, what)`` -> int64 ids,
+``decode(ids)`` -> str, ``stream()`` for incremental decoding, and
+``to_json()`` / ``from_json`` for the checkpoint's metadata.
+
+- ``CharVocab``: nanoGPT's shakespeare_char (data/shakespeare_char/prepare.py):
+  token i is the character ``chars[i]``.
+- ``HFTokenizer``: any ``tokenizers.Tokenizer`` (the format of Hugging Face's
+  ``tokenizer.json``); in practice GPT-2's byte-level BPE, which ``train_bpe``
+  trains and ``load_tokenizer`` reads from ``tokenizer.json`` or GPT-2's
+  ``vocab.json`` + ``merges.txt``.
+
+A byte-level BPE token may hold part of a character's UTF-8 bytes: ``decode``
+of a whole sequence gives the text (an incomplete character at its end becomes
+U+FFFD), and ``stream()`` hands out only complete characters.
+"""
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .data import DataError
+
+# GPT-2's one special token (end of text); train_bpe gives it the last id, as GPT-2's 50256.
+EOT = "<|endoftext|>"
+CHAR_KIND = "char"
+
+
+class Tokenizer(ABC):
+    """What text training and sampling need of a tokenizer."""
+
+    kind: str  # "char", "bpe" (or another tokenizers model type, lowercased)
+
+    @property
+    @abstractmethod
+    def size(self) -> int:
+        """The number of token ids (the model's vocab_size must be at least this)."""
+
+    @abstractmethod
+    def encode(self, text: str, what: str) -> np.ndarray:
+        """The ids of text: int64 [n]. Raises DataError, one line naming ``what``
+        (e.g. "--prompt" or "data file 'x.txt'"), when text cannot be encoded."""
+
+    @abstractmethod
+    def decode(self, ids) -> str:
+        """The text of a sequence of ids (ints below ``size``)."""
+
+    @abstractmethod
+    def to_json(self) -> str:
+        """A JSON string that ``from_json`` turns back into an equal tokenizer."""
+
+    @property
+    def eot_id(self) -> int | None:
+        """The id of GPT-2's ``<|endoftext|>``, or None when there is none."""
+        return None
+
+    def stream(self, prompt_ids=()) -> "TextStream":
+        """An incremental decoder of the ids that follow ``prompt_ids``."""
+        return TextStream(self, prompt_ids)
+
+
+class TextStream:
+    """Incremental decoding: ``push(ids)`` returns the text that the new ids complete
+    (possibly ""), ``flush()`` what is left at the end (an incomplete character as
+    U+FFFD). The concatenation of all returns is ``decode(ids)`` of everything pushed
+    (prompt_ids, the context, must hold whole characters, as ``encode`` gives them).
+
+    Each push decodes everything after the prompt again (tokenizers decode in
+    Rust, and a sample is at most thousands of ids), which is right for any
+    decoder, including ones whose output depends on context.
+    """
+
+    def __init__(self, tok: Tokenizer, prompt_ids=()):
+        self._tok = tok
+        self._prompt = [int(i) for i in prompt_ids]
+        self._skip = len(tok.decode(self._prompt))  # the prompt's own text
+        self._ids = list(self._prompt)
+        self._done = 0  # characters of the continuation handed out
+
+    def _text(self) -> str:
+        return self._tok.decode(self._ids)[self._skip:]
+
+    def push(self, ids) -> str:
+        """Add ids (an int or a sequence); the newly completed text."""
+        self._ids.extend([int(ids)] if np.ndim(ids) == 0 else [int(i) for i in ids])
+        text = self._text()
+        # U+FFFD at the end: a character whose remaining bytes are still to come
+        end = len(text.rstrip("\ufffd"))
+        out, self._done = text[self._done:end], max(self._done, end)
+        return out
+
+    def flush(self) -> str:
+        """The rest of the text, incomplete characters included (as U+FFFD)."""
+        text = self._text()
+        out, self._done = text[self._done:], len(text)
+        return out
+
+
+@dataclass(frozen=True)
+class CharVocab(Tokenizer):
+    """Token i is chars[i]; ``from_text``: the sorted unique characters of the text."""
+
+    chars: str
+    kind = CHAR_KIND
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharVocab":
+        """prepare.py: ``chars = sorted(list(set(data)))``."""
+        return cls("".join(sorted(set(text))))
+
+    @property
+    def size(self) -> int:
+        """vocab_size = number of characters (prepare.py; there is no BOS)."""
+        return len(self.chars)
+
+    def encode(self, text: str, what: str) -> np.ndarray:
+        """Tokens of text: int64 [len(text)] (prepare.py ``encode``: ``stoi[c]``).
+
+        Raises DataError, one line naming ``what`` (e.g. "--prompt"), at the first
+        character that is not in the vocabulary.
+        """
+        index = {c: i for i, c in enumerate(self.chars)}
+        try:
+            return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
+        except KeyError as e:
+            c = e.args[0]
+            raise DataError(f"{what}: character {c!r} (U+{ord(c):04X}) "
+                            f"is not in the model's vocabulary") from None
+
+    def decode(self, ids) -> str:
+        """The characters of a sequence of token ids (prepare.py ``decode``)."""
+        return "".join(self.chars[int(i)] for i in ids)
+
+    def stream(self, prompt_ids=()) -> "TextStream":
+        return _CharStream(self)
+
+    def to_json(self) -> str:
+        """``{"type": "char", "chars": ...}``."""
+        return json.dumps({"type": CHAR_KIND, "chars": self.chars}, ensure_ascii=False)
+
+    def hf_tokenizer(self):
+        """This vocabulary as a ``tokenizers.Tokenizer`` (for export to Hugging Face):
+        a WordLevel model {character: id}, every character its own pre-token, the
+        tokens joined without spaces. Characters outside the vocabulary raise
+        in ``encode`` (no unknown token)."""
+        from tokenizers import Regex, Tokenizer as HFTok, decoders, models, pre_tokenizers
+
+        tok = HFTok(models.WordLevel({c: i for i, c in enumerate(self.chars)}, unk_token=None))
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")  # any character
+        tok.decoder = decoders.Fuse()
+        return tok
+
+
+class _CharStream(TextStream):
+    """Characters never split: every id is its text at once."""
+
+    def __init__(self, vocab: CharVocab):
+        self._vocab = vocab
+
+    def push(self, ids) -> str:
+        return self._vocab.decode([ids] if np.ndim(ids) == 0 else ids)
+
+    def flush(self) -> str:
+        return ""
+
+
+class HFTokenizer(Tokenizer):
+    """A Hugging Face ``tokenizers.Tokenizer`` (tokenizer.json's format), e.g. GPT-2's
+    byte-level BPE. ``encode`` adds no special tokens (tiktoken's ``encode_ordinary``,
+    as nanoGPT's prepare.py), but ``<|endoftext|>`` written in the text is that token."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        state = json.loads(tok.to_str())
+        self.kind = str((state.get("model") or {}).get("type", "unknown")).lower()
+        pre = state.get("pre_tokenizer") or {}
+        self._byte_level = self.kind == "bpe" and pre.get("type") == "ByteLevel"
+        vocab = tok.get_vocab(with_added_tokens=True)
+        self._size = max(vocab.values()) + 1 if vocab else 0
+        self._eot = vocab.get(EOT)
+        unk = (state.get("model") or {}).get("unk_token")
+        self._unk = vocab.get(unk) if isinstance(unk, str) else None
+
+    @property
+    def size(self) -> int:
+        """The largest id plus one (GPT-2: 50257, ``<|endoftext|>`` = 50256)."""
+        return self._size
+
+    @property
+    def eot_id(self) -> int | None:
+        return self._eot
+
+    def encode(self, text: str, what: str) -> np.ndarray:
+        """Ids of text: int64 [n]. Raises DataError naming ``what`` when the tokenizer
+        fails, or maps a character to its unknown token (byte-level BPE never does)."""
+        try:
+            enc = self.tok.encode(text, add_special_tokens=False)
+        except Exception as e:  # tokenizers' own errors, e.g. a WordLevel without unk
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise DataError(f"{what}: cannot be encoded by the model's tokenizer: {msg}") from None
+        ids = np.asarray(enc.ids, dtype=np.int64)
+        if self._unk is not None and (ids == self._unk).any():
+            a, b = enc.offsets[int(np.argmax(ids == self._unk))]
+            c = text[a:b] or "?"
+            raise DataError(f"{what}: {c[:20]!r} is not in the model's vocabulary "
+                            "(the tokenizer maps it to its unknown token)")
+        return ids
+
+    def decode(self, ids) -> str:
+        """The text of ids (special tokens included; ids above ``size`` are skipped
+        by ``tokenizers``; bytes of an incomplete character become U+FFFD)."""
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def to_json(self) -> str:
+        """The tokenizer.json text (``tokenizers.Tokenizer.to_str``)."""
+        return self.tok.to_str()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, HFTokenizer) and other.to_json() == self.to_json()
+
+    def __hash__(self) -> int:
+        return hash(self.to_json())
+
+    def __repr__(self) -> str:
+        return f"HFTokenizer(kind={self.kind!r}, size={self.size})"
+
+    def vocab_merges(self) -> tuple[str, str]:
+        """GPT-2's two files of a BPE: (vocab.json, merges.txt) texts. vocab.json holds the
+        added tokens too (GPT-2's has ``<|endoftext|>``: 50256); merges.txt is the
+        ``#version: 0.2`` header and one "a b" merge per line, in rank order."""
+        vocab = self.tok.get_vocab(with_added_tokens=True)
+        merges = json.loads(self.tok.to_str())["model"]["merges"]
+        lines = [m if isinstance(m, str) else " ".join(m) for m in merges]
+        return (json.dumps(dict(sorted(vocab.items(), key=lambda kv: kv[1])), ensure_ascii=False),
+                "#version: 0.2\n" + "".join(f"{m}\n" for m in lines))
+
+    def byte_level(self) -> bool:
+        """True for a GPT-2-style tokenizer (BPE model, ByteLevel pre-tokenizer),
+        which ``vocab.json`` + ``merges.txt`` can describe."""
+        return self._byte_level
+
+
+def _gpt2_pipeline(tok) -> None:
+    """GPT-2's pre-tokenizer, decoder and post-processor (byte-level, no prefix space)."""
+    from tokenizers import decoders, pre_tokenizers, processors
+
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+
+
+def train_bpe(text: str, vocab_size: int) -> HFTokenizer:
+    """A GPT-2-style byte-level BPE trained on ``text`` with ``tokenizers``' BpeTrainer:
+    ids 0..255 the 256 byte symbols, then the merges, then ``<|endoftext|>`` as a
+    special token with the last id (GPT-2's layout: 50257 = 256 + 50000 + 1).
+    ``size`` is vocab_size, or less when the text has too few pairs to merge.
+    Deterministic for a given text and size.
+
+    Raises ValueError when vocab_size < 257 (the bytes and ``<|endoftext|>``).
+    """
+    from tokenizers import AddedToken, Tokenizer as HFTok, models, pre_tokenizers, trainers
+
+    if vocab_size < 257:
+        raise ValueError(f"--vocab-size must be at least 257 (256 bytes and {EOT}), "
+                         f"got {vocab_size}")
+    tok = HFTok(models.BPE())
+    _gpt2_pipeline(tok)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=[])
+    tok.train_from_iterator([text], trainer)
+    tok.add_special_tokens([AddedToken(EOT, special=True)])
+    return HFTokenizer(tok)
+
+
+def from_vocab_merges(vocab: str | Path, merges: str | Path) -> HFTokenizer:
+    """GPT-2's tokenizer from its ``vocab.json`` and ``merges.txt`` (the files of
+    OpenAI's encoder.json / vocab.bpe in Hugging Face's names): a byte-level BPE,
+    ``<|endoftext|>`` special when the vocabulary has it. Raises DataError
+    naming the files when they cannot be read."""
+    from tokenizers import AddedToken, Tokenizer as HFTok, models
+
+    try:
+        tok = HFTok(models.BPE.from_file(str(vocab), str(merges)))
+    except Exception as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DataError(f"cannot read tokenizer files {str(vocab)!r} and {str(merges)!r}: "
+                        f"{msg}") from None
+    _gpt2_pipeline(tok)
+    if EOT in tok.get_vocab():
+        tok.add_special_tokens([AddedToken(EOT, special=True)])
+    return HFTokenizer(tok)
+
+
+def _char_vocab_of(tok) -> CharVocab | None:
+    """The CharVocab that a tokenizer.json written by ``CharVocab.hf_tokenizer`` stands
+    for (so that export and load give back the same tokenizer), else None."""
+    try:
+        state = json.loads(tok.to_str())
+        model, dec = state["model"], state.get("decoder") or {}
+        if model.get("type") != "WordLevel" or dec.get("type") != "Fuse":
+            return None
+        vocab = model["vocab"]
+        chars = sorted(vocab, key=vocab.get)
+        if (sorted(vocab.values()) != list(range(len(vocab))) or any(len(c) != 1 for c in chars)
+                or state.get("added_tokens") or state.get("normalizer")):
+            return None
+        return CharVocab("".join(chars))
+    except Exception:
+        return None
+
+
+def from_hf(tok) -> Tokenizer:
+    """A ``tokenizers.Tokenizer`` as our Tokenizer (a character vocabulary written by
+    ``CharVocab.hf_tokenizer`` becomes that CharVocab again)."""
+    return _char_vocab_of(tok) or HFTokenizer(tok)
+
+
+def from_json(text: str) -> Tokenizer:
+    """The tokenizer ``to_json`` wrote (CharVocab's ``{"type": "char"}`` or a
+    tokenizer.json). Raises ValueError (first line of the reason) when it is neither."""
+    try:
+        state = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"tokenizer is not JSON: {e}") from None
+    if isinstance(state, dict) and state.get("type") == CHAR_KIND:
+        chars = state.get("chars")
+        if not isinstance(chars, str) or len(set(chars)) != len(chars):
+            raise ValueError("char tokenizer needs 'chars', a string of distinct characters")
+        return CharVocab(chars)
+    from tokenizers import Tokenizer as HFTok
+
+    try:
+        return from_hf(HFTok.from_str(text))
+    except Exception as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"not a tokenizers tokenizer.json: {msg}") from None
+
+
+def find_tokenizer_files(folder: str | Path) -> list[Path] | None:
+    """The tokenizer files of a Hugging Face folder: [tokenizer.json] when present,
+    else [vocab.json, merges.txt] when both are, else None."""
+    folder = Path(folder)
+    if (folder / "tokenizer.json").is_file():
+        return [folder / "tokenizer.json"]
+    pair = [folder / "vocab.json", folder / "merges.txt"]
+    return pair if all(p.is_file() for p in pair) else None
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """A tokenizer from ``path``: a ``tokenizer.json`` file (Hugging Face ``tokenizers``),
+    a ``vocab.json`` beside its ``merges.txt`` (GPT-2's pair), or a folder holding either
+    (tokenizer.json preferred). Nothing is downloaded.
+
+    Raises DataError (one line naming the path) when there is no such file, or it
+    cannot be read or parsed.
+    """
+    path = Path(path)
+    where = f"tokenizer {str(path)!r}"
+    if path.is_dir():
+        files = find_tokenizer_files(path)
+        if files is None:
+            raise DataError(f"{where}: the folder has no tokenizer.json, nor vocab.json and "
+                            "merges.txt")
+        return load_tokenizer(files[0])
+    if not path.is_file():
+        raise DataError(f"{where} does not exist")
+    if path.name == "merges.txt":
+        path = path.parent / "vocab.json"
+        where = f"tokenizer {str(path)!r}"
+    try:
+        text = path.read_text(encoding="utf-8")
+        state = json.loads(text)
+    except OSError as e:
+        raise DataError(f"cannot read {where}: {e.strerror or e}") from None
+    except ValueError as e:  # not UTF-8, or not JSON
+        raise DataError(f"{where} is not a JSON file: {str(e).splitlines()[0]}") from None
+    if isinstance(state, dict) and state and "model" not in state and \
+            all(isinstance(v, int) for v in state.values()):  # GPT-2's vocab.json
+        merges = path.parent / "merges.txt"
+        if not merges.is_file():
+            raise DataError(f"{where} is a vocab.json; its merges.txt must be beside it")
+        return from_vocab_merges(path, merges)
+    try:
+        return from_json(text)
+    except ValueError as e:
+        raise DataError(f"{where}: {str(e).splitlines()[0]}") from None
