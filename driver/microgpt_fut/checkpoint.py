@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .gpt2 import GPT2Config
+from .interrupt import PARTIAL_FILES
 from .model import GPTConfig
 
 FORMAT = "microgpt-fut/1"
@@ -137,9 +138,11 @@ def save(path: str | Path, ck: Checkpoint) -> None:
     from safetensors.numpy import save as st_save
 
     data = st_save(tensors, metadata=_metadata(ck))
-    tmp = None
+    tmp = name = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        name = tmp
+        PARTIAL_FILES.add(tmp)  # removed if a second Ctrl-C ends the process mid-write
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), _file_mode(path))
             _write_all(f, data)
@@ -164,6 +167,7 @@ def save(path: str | Path, ck: Checkpoint) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+        PARTIAL_FILES.discard(name)
 
 
 def _check_file(path: Path) -> None:

@@ -175,6 +175,10 @@ def _check_out(out: Path, data: Path | None = None, resume: Path | None = None,
                                    f"{e.strerror or e}") from None
 
 
+def _lock_path(out: Path) -> Path:
+    return out.parent / f".{out.name}.lock"
+
+
 def _lock_out(ctx, out: Path) -> None:
     """Take the lock ``.<name>.lock`` beside --out until the command ends, so that two
     runs never write the same checkpoint at once (flock: the OS releases it at any
@@ -182,7 +186,7 @@ def _lock_out(ctx, out: Path) -> None:
     holds it."""
     import fcntl
 
-    path = out.parent / f".{out.name}.lock"
+    path = _lock_path(out)
     f = open(path, "a+")
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -521,6 +525,8 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
             run.run(until, progress, should_stop=should_stop)
 
     with stop_on_signals() as stop:
+        stop.on_second = lambda: f"interrupted twice: stopped without saving; {_kept(out, saved[0])}"
+        stop.cleanups.append(lambda: _lock_path(out).unlink(missing_ok=True))
         try:
             while not run.done and not stop():
                 until = run.num_steps
@@ -533,9 +539,6 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
             save()
         except Diverged as e:
             raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
-        except KeyboardInterrupt:
-            raise _exit_with(128 + (stop.signum or 2), f"interrupted twice: stopped without "
-                                                        f"saving; {_kept(out, saved[0])}") from None
         except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
             raise click.ClickException(
                 f"{_first_line(str(e))}; {_kept(out, saved[0])}") from None

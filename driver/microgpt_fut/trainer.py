@@ -23,6 +23,7 @@ from .checkpoint import Checkpoint
 from .data_parallel import DataParallelModel, runtimes
 from .data import DataInfo, Vocab, batch_indices, docs_sha256, shuffled
 from .model import GPTConfig, Model
+from .pacing import CallPacer
 from .runtime import Runtime
 
 SAMPLE_CHUNK = 4096  # samples per device call in generate_names
@@ -114,6 +115,7 @@ class Training:
         self.step = step
         self.positions = 0  # valid positions trained on by this object's calls
         self.seconds = 0.0  # time spent in this object's calls
+        self.pacer = CallPacer(settings.steps_per_call)
 
     @classmethod
     def start(cls, rt: Runtime, docs: list[str], settings: TrainSettings, config: GPTConfig,
@@ -229,7 +231,8 @@ class Training:
 
     def run(self, until: int | None = None, progress: Progress | None = None,
             report_every: int = 100, should_stop: Callable[[], bool] | None = None) -> None:
-        """Train up to step ``until`` (default: the end), settings.steps_per_call steps a call.
+        """Train up to step ``until`` (default: the end), at most settings.steps_per_call
+        steps a call and about pacing.CALL_SECONDS per call.
 
         After each call the losses and the whole state (parameters, Adam's
         moments) are checked; on a NaN or infinity the run is put back to the
@@ -239,15 +242,15 @@ class Training:
         report_every steps, and after step ``until``.
         """
         until = self.settings.num_steps if until is None else min(until, self.settings.num_steps)
-        K = self.settings.steps_per_call
         last_t, last_step, last_pos = time.perf_counter(), self.step, self.positions
         while self.step < until:
-            k = min(K, until - self.step)
+            k = self.pacer.next_k(self.step, until - self.step)
             before, first = self.model.state, self.step
             t0 = time.perf_counter()
             losses, positions = self._call(first, k)
             if not (np.isfinite(losses).all() and self._state_finite()):
                 raise self._diverged(before, first, k)
+            self.pacer.record(k, time.perf_counter() - t0)
             self.seconds += time.perf_counter() - t0
             self._record(first, losses)
             self.step += k
