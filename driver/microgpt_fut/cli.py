@@ -24,7 +24,8 @@ from .data_parallel import DataParallelModel, runtimes
 from .interrupt import stop_on_signals
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
-from .trainer import Diverged, Training, TrainSettings, generate_names
+from .sample_output import print_samples
+from .trainer import Diverged, Training, TrainSettings, iter_names
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Integer options: the kernels take 64-bit integers, so larger values are refused by
@@ -100,6 +101,8 @@ def _user_errors():
     """Turn the library's user-facing errors into one-line click errors."""
     try:
         yield
+    except click.exceptions.Exit:  # a RuntimeError too, but an exit status, not an error
+        raise
     except (BackendError, DataError, ckpt.CheckpointError, ValueError) as e:
         raise click.ClickException(_first_line(str(e))) from None
     except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
@@ -459,8 +462,8 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
     say(f"saved {out}")
     with _user_errors():
-        names = generate_names(run.model, run.vocab, samples, temperature, settings.seed)
-    _print_samples(names, quiet)
+        print_samples(iter_names(run.model, run.vocab, samples, temperature, settings.seed),
+                      samples, "names", header=not quiet)
 
 
 # Options that only text runs read.
@@ -558,15 +561,6 @@ def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "") -> None:
     ctx.exit(128 + stop.signum)
 
 
-def _print_samples(names: list[str], quiet: bool) -> None:
-    if not names:
-        return
-    if not quiet:
-        click.echo("\n--- inference (new, hallucinated names) ---")
-    for i, name in enumerate(names):
-        click.echo(f"sample {i + 1:2d}: {name}")
-
-
 @main.command()
 @click.option("-n", "--num", type=click.IntRange(0, _INT_MAX), default=None,
               help="Number of samples.  [default: 20 names; 1 text]")
@@ -586,11 +580,15 @@ def _print_samples(names: list[str], quiet: bool) -> None:
 @_device_opt
 @click.option("--threads", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="c backend: split the samples over N CPU threads (the names are the same).")
+@click.option("--plain", is_flag=True,
+              help="One sample per line and nothing else, for pipes: names as they are, "
+                   "text samples as JSON strings.")
 @click.pass_context
 def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_k, backend,
-           device, threads):
+           device, threads, plain):
     """Print samples of a trained checkpoint: new names, or continuations of --prompt
-    for a text model (nanoGPT's sample.py)."""
+    for a text model (nanoGPT's sample.py), each as soon as it is made. Ctrl-C (or
+    SIGTERM, SIGHUP) keeps what was printed and says how many."""
     _check_threads(threads, backend)
     with _user_errors():
         ck = ckpt.load(checkpoint, adam=False)
@@ -613,8 +611,8 @@ def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_
                                                   ck.params)
         else:
             model = Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
-        names = generate_names(model, Vocab(tuple(ck.vocab)), num, temperature, seed)
-    _print_samples(names, quiet=False)
+        print_samples(iter_names(model, Vocab(tuple(ck.vocab)), num, temperature, seed), num,
+                      "names", plain)
 
 
 @main.command()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -337,20 +337,34 @@ def train(rt: Runtime, docs: list[str], settings: TrainSettings = TrainSettings(
                        time.perf_counter() - start, t)
 
 
-def generate_names(model: Model, vocab: Vocab, n: int, temperature: float, seed: int,
-                   chunk: int = SAMPLE_CHUNK) -> list[str]:
-    """n samples (microgpt's inference loop) decoded to strings, in chunks of ``chunk``.
+def iter_names(model: Model, vocab: Vocab, n: int, temperature: float, seed: int,
+               chunk: int | None = None) -> Iterator[list[str]]:
+    """n samples (microgpt's inference loop) decoded to strings, a device call's worth
+    at a time: ``chunk`` samples a call, or (None) as many as take about
+    pacing.CALL_SECONDS, at most SAMPLE_CHUNK, so that a printer shows them as they
+    come and Ctrl-C waits little.
 
-    Sample i uses the kernels' RNG stream i under seed, so the result does not
-    depend on chunk. temperature 0 is greedy (argmax). Raises ValueError for a
+    Sample i uses the kernels' RNG stream i under seed, so the samples do not
+    depend on the chunks. temperature 0 is greedy (argmax). Raises ValueError for a
     negative, NaN or infinite temperature or a negative n.
     """
     if n < 0:
         raise ValueError(f"the number of samples must be at least 0, got {n}")
     if not (math.isfinite(temperature) and temperature >= 0):
         raise ValueError(f"--temperature must be a finite number >= 0, got {temperature}")
-    out: list[str] = []
-    for first in range(0, n, chunk):
-        rows = model.generate(seed, min(chunk, n - first), temperature, first)
-        out.extend(vocab.decode(r) for r in rows)
-    return out
+    pacer = CallPacer(SAMPLE_CHUNK)
+    first = 0
+    while first < n:
+        k = min(chunk, n - first) if chunk else pacer.next_k(first, n - first)
+        t0 = time.perf_counter()
+        rows = model.generate(seed, k, temperature, first)
+        pacer.record(k, time.perf_counter() - t0)
+        first += k
+        yield [vocab.decode(r) for r in rows]
+
+
+def generate_names(model: Model, vocab: Vocab, n: int, temperature: float, seed: int,
+                   chunk: int = SAMPLE_CHUNK) -> list[str]:
+    """The samples of ``iter_names`` as one list (``chunk`` samples per device call)."""
+    return [name for part in iter_names(model, vocab, n, temperature, seed, chunk)
+            for name in part]
