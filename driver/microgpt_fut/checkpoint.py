@@ -41,11 +41,12 @@ _INT_KEYS = ("num_steps", "seed", "batch_size", "n_docs", "cursor", "warmup_step
              "lr_decay_steps", "grad_accum", "eval_every", "eval_iters", "n_chars")
 _FLOAT_KEYS = ("lr", "beta1", "beta2", "eps", "min_lr", "weight_decay", "grad_clip",
                "val_fraction")
-_STR_KEYS = ("data", "data_path", "data_sha256", "encoding")
+_STR_KEYS = ("data", "data_path", "data_sha256", "encoding", "init_from")
 # The run's settings: total steps and the lr schedule's parameters, the seed (of the
 # initial weights and of the data order), the batch size, and the data's identity:
 # description, absolute path ("" = built-in), sha256 of the documents, their number,
-# encoding, and the cursor (documents consumed = step * batch_size).
+# encoding, and the cursor (documents consumed = step * batch_size); init_from: the
+# model whose weights the run started from (train --init-from), absent otherwise.
 TRAIN_KEYS = _INT_KEYS + _FLOAT_KEYS + _STR_KEYS
 
 

@@ -371,6 +371,10 @@ about 1e-6)."""
                    "leaves the previous one).")
 @click.option("--resume", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Continue the run saved in checkpoint FILE (see below).")
+@click.option("--init-from", type=click.Path(path_type=Path), default=None, metavar="MODEL",
+              help="Start a new run from the weights of checkpoint MODEL (its sizes and "
+                   "vocabulary; fresh optimiser state, this run's own steps, lr and data): "
+                   "to train more or fine-tune on other data.")
 @click.option("--samples", type=click.IntRange(0, _INT_MAX), default=None,
               help="Samples to print after training.  [default: 20 names; 1 text]")
 @click.option("--temperature", type=float, default=None, callback=_check_temperature,
@@ -381,7 +385,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
           block_size, mlp_width, lr, seed, steps_per_call, arch, data_format, bias,
           val_fraction, grad_accum, min_lr, warmup_steps, lr_decay_steps, beta1, beta2,
           weight_decay, grad_clip, eval_every, eval_iters, threads, out, overwrite, save_every,
-          resume, samples, temperature, quiet):
+          resume, init_from, samples, temperature, quiet):
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
     Ctrl-C (or SIGTERM, SIGHUP) stops after the current kernel call, saves the
@@ -394,10 +398,14 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
                                                    ParameterSource.ENVIRONMENT,
                                                    ParameterSource.DEFAULT_MAP)}
     _check_threads(threads, backend)
+    if resume is not None and init_from is not None:
+        raise _bad_option("--init-from starts a new run from a model's weights and --resume "
+                          "continues a run: give one of them")
     text_run = data_format == "text" or arch == "gpt2"
-    if resume is not None and not text_run:
-        with _user_errors():
-            text_run = ckpt.read_metadata(resume).get("data_format") == "text"
+    for source in (resume, init_from):
+        if source is not None and not text_run:
+            with _user_errors():
+                text_run = ckpt.read_metadata(source).get("data_format") == "text"
     if text_run:
         from . import cli_text
 
@@ -422,6 +430,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         ck, settings, data, encoding = _plan_resume(resume, given, steps_per_call)
         settings = dataclasses.replace(settings, threads=threads)
         out = out if "out" in given else resume
+    init = _init_source(init_from, given, "microgpt") if init_from is not None else None
     _check_out(out, data, resume, overwrite)
     _lock_out(ctx, out)
     rt = _runtime(backend, device, quiet)
@@ -430,9 +439,18 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         if ck is not None:
             resume_rules.check_data(ck, info, f"checkpoint {str(resume)!r}")
     say(f"data: {info.description}")
-    vocab = Vocab.from_docs(docs)
-    config = ck.config if ck is not None else GPTConfig(vocab.size, n_embd, n_head, n_layer,
-                                                        block_size, mlp_width)
+    if init is not None:
+        vocab, config = Vocab(tuple(init.vocab)), init.config
+        unknown = sorted(set("".join(docs)) - set(vocab.chars))
+        if unknown:
+            raise click.ClickException(
+                f"{info.description}: characters {''.join(unknown)!r} are not in the vocabulary "
+                f"of --init-from {str(init_from)!r}, whose model knows {''.join(vocab.chars)!r}")
+        say(f"starting from the weights of {str(init_from)!r} (step {init.step} of its run)")
+    else:
+        vocab = Vocab.from_docs(docs)
+        config = ck.config if ck is not None else GPTConfig(vocab.size, n_embd, n_head, n_layer,
+                                                            block_size, mlp_width)
     T = config.block_size
     n_long = sum(len(d) > T - 1 for d in docs)
     if n_long and not quiet:
@@ -443,7 +461,10 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         + (f" on {settings.contexts} threads" if settings.contexts > 1 else "")
         + (f" ({rt.device.name})" if rt.device else ""))
     with _user_errors():
-        if ck is None:
+        if init is not None:
+            run = Training.start(rt, docs, settings, config, info, vocab, init.params)
+            run.init_from = str(init_from.resolve())
+        elif ck is None:
             run = Training.start(rt, docs, settings, config, info)
         else:
             run = Training.resume(rt, ck, docs, settings, info)
@@ -477,6 +498,25 @@ def _param_index(ctx, name: str) -> int:
 
 def _opt_name(name: str) -> str:
     return "--no-bias" if name == "bias" else "--" + name.replace("_", "-")
+
+
+_SIZE_OPTIONS = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
+
+
+def _init_source(path: Path, given: dict, arch: str) -> ckpt.Checkpoint:
+    """The checkpoint of --init-from (without Adam's moments), or a one-line error: it
+    cannot be read, is another arch, or a size option given conflicts with it."""
+    where = f"--init-from {str(path)!r}"
+    with _user_errors():
+        init = ckpt.load(path, adam=False)
+    if init.arch != arch:
+        raise _bad_option(f"{where} is a {init.arch} model; this run trains {arch}")
+    for name in _SIZE_OPTIONS:
+        if given.get(name) is not None and given[name] != getattr(init.config, name, None):
+            raise _bad_option(f"{_opt_name(name)} {given[name]} conflicts with {where}, whose "
+                              f"model has {getattr(init.config, name, None)}; leave it out (the "
+                              "model keeps its sizes)")
+    return init
 
 
 def _plan_resume(resume: Path, given: dict, steps_per_call: int):

@@ -115,29 +115,40 @@ class Training:
         self.step = step
         self.positions = 0  # valid positions trained on by this object's calls
         self.seconds = 0.0  # time spent in this object's calls
+        self.init_from = ""  # the model the run started from (train --init-from), if any
         self.pacer = CallPacer(settings.steps_per_call)
 
     @classmethod
     def start(cls, rt: Runtime, docs: list[str], settings: TrainSettings, config: GPTConfig,
-              data: DataInfo | None = None) -> "Training":
-        """A fresh run: Model.init under settings.seed.
+              data: DataInfo | None = None, vocab: Vocab | None = None,
+              params: dict[str, np.ndarray] | None = None) -> "Training":
+        """A fresh run: Model.init under settings.seed, or (``train --init-from``) the
+        weights ``params`` (device arrays of config's shapes) with Adam's moments at zero.
 
-        config.vocab_size must be the data's (``Vocab.from_docs(docs).size``).
-        Raises ValueError (naming the option) for bad settings or sizes.
+        vocab: the model's vocabulary (default: the data's, ``Vocab.from_docs(docs)``);
+        config.vocab_size must be its size. Raises ValueError (naming the option)
+        for bad settings or sizes, and when a document has a character outside vocab.
         """
         settings.validate()
         config.validate()
         if not docs:
             raise ValueError("no documents to train on")
-        vocab = Vocab.from_docs(docs)
+        vocab = vocab or Vocab.from_docs(docs)
         if config.vocab_size != vocab.size:
             raise ValueError(f"vocab_size {config.vocab_size} does not match the data's "
                              f"{vocab.size}")
+        unknown = sorted(set("".join(docs)) - set(vocab.chars))
+        if unknown:
+            raise ValueError(f"the data has characters the model does not know: "
+                             f"{''.join(unknown)!r}")
         data = data or DataInfo("", "", "utf-8", docs_sha256(docs), len(docs))
         if settings.contexts > 1:
-            model = DataParallelModel.init(runtimes(rt, settings.contexts), config, settings.seed)
+            rts = runtimes(rt, settings.contexts)
+            model = (DataParallelModel.from_arrays(rts, config, params) if params is not None
+                     else DataParallelModel.init(rts, config, settings.seed))
         else:
-            model = Model.init(rt, config, settings.seed)
+            model = (Model.from_arrays(rt, config, params) if params is not None
+                     else Model.init(rt, config, settings.seed))
         return cls(model, vocab, settings, docs, data, np.zeros(0, np.float32), 0)
 
     @classmethod
@@ -158,7 +169,8 @@ class Training:
         if not 0 <= ck.step <= settings.num_steps:
             raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
         vocab = Vocab(tuple(ck.vocab))
-        if Vocab.from_docs(docs) != vocab:
+        # a run started --init-from another model may know more characters than its data
+        if not set("".join(docs)) <= set(vocab.chars):
             raise ValueError("the documents' characters differ from the checkpoint's vocabulary")
         if ck.losses is None:
             raise ValueError("the checkpoint has no loss history ('train.losses')")
@@ -167,7 +179,9 @@ class Training:
                                                   ck.params, ck.m, ck.v, ck.step)
         else:
             model = Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
-        return cls(model, vocab, settings, docs, data, ck.losses, ck.step)
+        run = cls(model, vocab, settings, docs, data, ck.losses, ck.step)
+        run.init_from = ck.train.get("init_from", "")
+        return run
 
     @property
     def losses(self) -> np.ndarray:
@@ -278,6 +292,8 @@ class Training:
                  "batch_size": s.batch_size, "data": d.description, "data_path": d.path,
                  "data_sha256": d.sha256, "n_docs": d.n_docs, "encoding": d.encoding,
                  "cursor": self.step * s.batch_size}
+        if self.init_from:
+            train["init_from"] = self.init_from
         return Checkpoint(self.model.config, list(self.vocab.chars), self.model.params(), m, v,
                           self.step, train, self.losses.copy())
 
