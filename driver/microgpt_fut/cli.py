@@ -18,6 +18,7 @@ import click
 from click.core import ParameterSource
 
 from . import checkpoint as ckpt
+from . import memory
 from . import resume as resume_rules
 from .data import DataError, Vocab, load_data
 from .data_parallel import DataParallelModel, runtimes
@@ -438,7 +439,6 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         docs, info = load_data(data, encoding)
         if ck is not None:
             resume_rules.check_data(ck, info, f"checkpoint {str(resume)!r}")
-    say(f"data: {info.description}")
     if settings.batch_size > len(docs):
         raise _bad_option(f"--batch-size {settings.batch_size} is larger than the "
                           f"{len(docs):,} documents of {info.description}: a step would take "
@@ -450,12 +450,16 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
             raise click.ClickException(
                 f"{info.description}: characters {''.join(unknown)!r} are not in the vocabulary "
                 f"of --init-from {str(init_from)!r}, whose model knows {''.join(vocab.chars)!r}")
-        say(f"starting from the weights of {str(init_from)!r} (step {init.step} of its run)")
     else:
         vocab = Vocab.from_docs(docs)
         config = ck.config if ck is not None else GPTConfig(vocab.size, n_embd, n_head, n_layer,
                                                             block_size, mlp_width)
     T = config.block_size
+    _check_memory(config, backend, rt, settings.batch_size, settings.steps_per_call,
+                  len(docs) * (T + 1), 1, settings.contexts, settings.num_steps, out)
+    say(f"data: {info.description}")
+    if init is not None:
+        say(f"starting from the weights of {str(init_from)!r} (step {init.step} of its run)")
     n_long = sum(len(d) > T - 1 for d in docs)
     if n_long and not quiet:
         click.echo(f"warning: {n_long} of {len(docs)} documents are longer than block size - 1 "
@@ -505,6 +509,20 @@ def _opt_name(name: str) -> str:
 
 
 _SIZE_OPTIONS = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
+
+
+def _check_memory(config, backend: str, rt: Runtime, batch_size: int, steps_per_call: int,
+                  data_tokens: int, grad_accum: int, contexts: int, num_steps: int,
+                  out: Path) -> None:
+    """Refuse (one line naming the option) a run that would not fit in memory, in the
+    device's memory or, its checkpoint, on the disk of --out (memory.py)."""
+    need = memory.training_need(config, backend, batch_size, steps_per_call, data_tokens,
+                                grad_accum, contexts, num_steps)
+    device_memory = rt.device.memory if rt.device is not None and rt.device.is_gpu else 0
+    try:
+        memory.check_run(need, out, device_memory)
+    except memory.RunTooLarge as e:
+        raise click.ClickException(str(e)) from None
 
 
 def _init_source(path: Path, given: dict, arch: str) -> ckpt.Checkpoint:

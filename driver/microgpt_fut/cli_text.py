@@ -119,6 +119,11 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
         config = ck.config if ck else GPT2Config(data.vocab.size, o["n_embd"], o["n_head"],
                                                  o["n_layer"], o["block_size"], o["mlp_width"],
                                                  o["bias"])
+        config.validate()
+    _cli._check_memory(config, o["backend"], rt, settings.batch_size, settings.steps_per_call,
+                       data.n_chars, settings.grad_accum, settings.threads, settings.num_steps,
+                       out)
+    with _user_errors():
         run = (TextTraining.resume(rt, ck, data, settings) if ck else
                TextTraining.start(rt, data, settings, config))
     say(f"data: {data.path} | {data.n_chars:,} characters, vocab size {data.vocab.size} | "
