@@ -26,10 +26,12 @@ def _train(tmp_path, *args) -> subprocess.CompletedProcess:
     (["--n-embd", "20000"], "lower --n-embd/--n-layer"),
     (["--block-size", "100000000"], "--block-size"),
     (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--batch-size",
-      "1000000000"], "lower --batch-size, --steps-per-call or --block-size"),
+      "1000000000"], "lower --batch-size, --steps-per-call, --eval-iters or --block-size"),
+    (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--eval-iters",
+      "1000000000000"], "--eval-iters"),
     (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--n-embd", "8192",
       "--n-layer", "24", "--n-head", "8"], "lower --n-embd/--n-layer"),
-], ids=["n_embd", "block_size", "text_batch", "text_model"])
+], ids=["n_embd", "block_size", "text_batch", "eval_iters", "text_model"])
 def test_too_large_is_refused_before_allocating(tmp_path, args, option):
     need_backend("c")
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -69,7 +71,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
                                       capture_output=True, text=True, check=True).stdout)
                 for C in (16, 256)}
     config = GPTConfig(27, 256, 4, 2, 16)
-    need = memory.training_need(config, "c", 8, 50, 5163 * 17, num_steps=2)
+    need = memory.training_need(config, "c", 8, 50, 5163 * 17)
     used = peak[256] - peak[16]
     assert used <= need.total <= 3 * used, (used, need)
 

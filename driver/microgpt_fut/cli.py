@@ -456,7 +456,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
                                                             block_size, mlp_width)
     T = config.block_size
     _check_memory(config, backend, rt, settings.batch_size, settings.steps_per_call,
-                  len(docs) * (T + 1), 1, settings.contexts, settings.num_steps, out)
+                  len(docs) * (T + 1), 1, settings.contexts, 0, out)
     say(f"data: {info.description}")
     if init is not None:
         say(f"starting from the weights of {str(init_from)!r} (step {init.step} of its run)")
@@ -512,12 +512,12 @@ _SIZE_OPTIONS = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias
 
 
 def _check_memory(config, backend: str, rt: Runtime, batch_size: int, steps_per_call: int,
-                  data_tokens: int, grad_accum: int, contexts: int, num_steps: int,
+                  data_tokens: int, grad_accum: int, contexts: int, eval_iters: int,
                   out: Path) -> None:
     """Refuse (one line naming the option) a run that would not fit in memory, in the
     device's memory or, its checkpoint, on the disk of --out (memory.py)."""
     need = memory.training_need(config, backend, batch_size, steps_per_call, data_tokens,
-                                grad_accum, contexts, num_steps)
+                                grad_accum, contexts, eval_iters)
     device_memory = rt.device.memory if rt.device is not None and rt.device.is_gpu else 0
     try:
         memory.check_run(need, out, device_memory)

@@ -121,7 +121,7 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
                                                  o["bias"])
         config.validate()
     _cli._check_memory(config, o["backend"], rt, settings.batch_size, settings.steps_per_call,
-                       data.n_chars, settings.grad_accum, settings.threads, settings.num_steps,
+                       data.n_chars, settings.grad_accum, settings.threads, settings.eval_iters,
                        out)
     with _user_errors():
         run = (TextTraining.resume(rt, ck, data, settings) if ck else

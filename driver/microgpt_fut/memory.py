@@ -17,7 +17,8 @@ honest):
   c and multicore go through a batch one document at a time (measured: the peak
   does not grow with --batch-size), opencl and cuda map all B documents at once;
 - token arrays on the host: the data's encoded documents or text, and one
-  call's batches (--steps-per-call steps of B x (block_size + 1) int64);
+  call's batches (--steps-per-call steps of B x (block_size + 1) int64) or an
+  evaluation's (--eval-iters batches);
 - the checkpoint's bytes, which must also fit on the disk beside --out (an
   atomic save writes the new file next to the old one).
 """
@@ -59,14 +60,16 @@ class MemoryNeed:
 
 def training_need(config: GPTConfig, backend: str, batch_size: int, steps_per_call: int,
                   data_tokens: int, grad_accum: int = 1, contexts: int = 1,
-                  num_steps: int = 0) -> MemoryNeed:
+                  eval_iters: int = 0) -> MemoryNeed:
     """The estimate for a run of ``config`` (either model) on ``backend``.
 
     batch_size, grad_accum: documents (or windows) per micro-batch and micro-batches
     per step; steps_per_call: the most steps fused into one call (their batches
     are built at once); data_tokens: int64 tokens the data holds once encoded (N
     documents x (block_size + 1), or the text's length); contexts: --threads;
-    num_steps: the run's steps (the checkpoint keeps a loss per step).
+    eval_iters: batches per split of a text run's evaluation (made at once). The
+    checkpoint's loss history (4 bytes a step) is left out: it grows with the
+    steps actually trained, not with --steps.
     """
     P, T, L, C, V = (config.num_params(), config.block_size, config.n_layer, config.n_embd,
                      config.vocab_size)
@@ -75,8 +78,9 @@ def training_need(config: GPTConfig, backend: str, batch_size: int, steps_per_ca
     in_flight = contexts if backend in ("c", "multicore") else batch_size
     activations = in_flight * T * per_position * FLOAT
     batch = steps_per_call * grad_accum * batch_size * (T + 1) * INT
-    tokens = 2 * data_tokens * INT + 3 * batch  # index, gathered rows, the device's copy
-    checkpoint = 3 * P * FLOAT + 2 * num_steps * FLOAT
+    evaluation = eval_iters * batch_size * (T + 1) * INT
+    tokens = 2 * data_tokens * INT + 3 * max(batch, evaluation)  # index, rows, device copy
+    checkpoint = 3 * P * FLOAT
     return MemoryNeed(state, activations, tokens, checkpoint)
 
 
@@ -114,7 +118,7 @@ def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
     available = available_memory() if available is None else available
     parts = {"--n-embd/--n-layer (the model's parameters and Adam's moments)": need.state,
              "--batch-size or --block-size (activations of the batch)": need.activations,
-             "--batch-size, --steps-per-call or --block-size (token batches)": need.tokens}
+             "--batch-size, --steps-per-call, --eval-iters or --block-size (token batches)": need.tokens}
     culprit = max(parts, key=parts.get)
     if available is not None and need.total > available:
         raise RunTooLarge(
