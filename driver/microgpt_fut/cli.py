@@ -324,7 +324,9 @@ about 1e-6)."""
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=42, show_default=True,
               help="Seed for the shuffle, the initial weights and the samples.")
 @click.option("--steps-per-call", type=_INT, default=50, show_default=True,
-              callback=_check_positive, help="Training steps fused into one kernel call.")
+              callback=_check_positive,
+              help="The most training steps fused into one kernel call (calls are also cut "
+                   "to about 0.5 s, so that Ctrl-C never waits long).")
 @click.option("--arch", type=click.Choice(["microgpt", "gpt2"]), default="microgpt",
               show_default=True, help="The model: microgpt's (rmsnorm, ReLU, no biases, Adam) "
                                       "or GPT-2's (LayerNorm, GELU, tied head, AdamW recipe).")
