@@ -409,7 +409,8 @@ def test_batch_larger_than_the_data_is_refused(tmp_path):
     data.write_text("emma\nava\nmia\n")
     r = run("train", "--data", data, "--batch-size", 4, "--out", tmp_path / "m.safetensors")
     assert r.exit_code == 2
-    assert_one_line_error(r, "--batch-size 4 is larger than the 3 documents of", "at most 3")
+    assert_one_line_error(r, "--batch-size 4 is larger than the data (", "3 documents",
+                          "use at most 3")
     assert not (tmp_path / "m.safetensors").exists()
     assert run("train", "--data", data, "--batch-size", 3, "--steps", 2, "--samples", 0,
                "--out", tmp_path / "m.safetensors").exit_code == 0

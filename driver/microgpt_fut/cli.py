@@ -442,9 +442,9 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         if ck is not None:
             resume_rules.check_data(ck, info, f"checkpoint {str(resume)!r}")
     if settings.batch_size > len(docs):
-        raise _bad_option(f"--batch-size {settings.batch_size} is larger than the "
-                          f"{len(docs):,} documents of {info.description}: a step would take "
-                          f"some twice; use at most {len(docs):,}")
+        raise _bad_option(f"--batch-size {settings.batch_size} is larger than the data "
+                          f"({info.description}): a step would take some documents twice; "
+                          f"use at most {len(docs):,}")
     if init is not None:
         vocab, config = Vocab(tuple(init.vocab)), init.config
         unknown = sorted(set("".join(docs)) - set(vocab.chars))
