@@ -15,7 +15,9 @@ honest):
   tensors are transposed copies): STATE_FLOATS;
 - activations that ``vjp2`` keeps for the backward pass, per document in flight:
   c and multicore go through a batch one document at a time (measured: the peak
-  does not grow with --batch-size), opencl and cuda map all B documents at once;
+  does not grow with --batch-size), opencl and cuda map all B documents at once
+  (fitted to pocl at n_embd 64 and 128 only: rough for GPUs, whose measurement is
+  the GPU benchmark's job);
 - token arrays on the host: the data's encoded documents or text, and one
   call's batches (--steps-per-call steps of B x (block_size + 1) int64) or an
   evaluation's (--eval-iters batches);
@@ -35,6 +37,10 @@ CONTEXT_FLOATS = 5  # each further --threads context: its own parameters, moment
 # float32 kept per position of a document in flight: ACT_PER_LAYER * n_embd per layer,
 # the [T] attention scores of each head, and the logits and their gradient (2 * V)
 ACT_PER_LAYER = {"c": 24, "multicore": 24, "opencl": 150, "cuda": 150}
+# opencl/cuda also hold about 11 n_embd^2 floats per position (measured on pocl at n_embd
+# 128: 23 MB a document of 32 positions, with the layers' count hardly mattering; the
+# flattened version Futhark picks at that size keeps [C][C] products per position)
+GPU_PER_POSITION_C2 = 11
 FLOAT, INT = 4, 8
 GIB = 2**30
 
@@ -75,6 +81,8 @@ def training_need(config: GPTConfig, backend: str, batch_size: int, steps_per_ca
                      config.vocab_size)
     state = (STATE_FLOATS + CONTEXT_FLOATS * (contexts - 1)) * P * FLOAT
     per_position = L * (ACT_PER_LAYER.get(backend, 150) * C + config.n_head * T) + 2 * V
+    if backend not in ("c", "multicore"):
+        per_position += GPU_PER_POSITION_C2 * C * C
     in_flight = contexts if backend in ("c", "multicore") else batch_size
     activations = in_flight * T * per_position * FLOAT
     batch = steps_per_call * grad_accum * batch_size * (T + 1) * INT
