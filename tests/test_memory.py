@@ -2,7 +2,6 @@
 the option; the estimate (memory.py) is checked against measured peak memory."""
 from __future__ import annotations
 
-import resource
 import subprocess
 import sys
 
@@ -16,10 +15,30 @@ from microgpt_fut.model import GPTConfig
 SHAKESPEARE = SHARED_DATA / "tinyshakespeare.txt"
 
 
-def _train(tmp_path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "microgpt_fut", "train", *map(str, args),
-                           "--out", tmp_path / "m.safetensors"], capture_output=True,
-                          text=True, timeout=300)
+# The command, run in a child that writes its peak memory (VmHWM, KiB) to a file at exit
+# (ru_maxrss of children would include this pytest process's size at fork time).
+_PEAK = """
+import atexit, os, sys
+def peak():
+    with open(os.environ["PEAK_FILE"], "w") as f:
+        f.write(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
+atexit.register(peak)
+from microgpt_fut.cli import main
+main(args=sys.argv[1:], prog_name="microgpt-fut")
+"""
+
+
+def _train(tmp_path, *args) -> tuple[subprocess.CompletedProcess, int]:
+    """(the finished `train` command, its peak memory in KiB)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "PEAK_FILE": f"{d}/peak"}
+        r = subprocess.run([sys.executable, "-c", _PEAK, "train", *map(str, args), "--out",
+                            tmp_path / "m.safetensors"], capture_output=True, text=True,
+                           timeout=300, env=env)
+        return r, int(open(f"{d}/peak").read())
 
 
 @pytest.mark.parametrize("args, option", [
@@ -34,14 +53,12 @@ def _train(tmp_path, *args) -> subprocess.CompletedProcess:
 ], ids=["n_embd", "block_size", "text_batch", "eval_iters", "text_model"])
 def test_too_large_is_refused_before_allocating(tmp_path, args, option):
     need_backend("c")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    r = _train(tmp_path, *args)
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r, peak_kib = _train(tmp_path, *args)
     assert r.returncode == 1 and r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: this run needs about "), r.stderr
     assert "available" in lines[0] and option in lines[0]
-    assert max(peak_kib, before) < 1_000_000  # under 1 GB: nothing of that size was made
+    assert peak_kib < 1_000_000  # under 1 GB: nothing of that size was made
     assert list(tmp_path.iterdir()) == []
 
 
@@ -50,7 +67,7 @@ def test_estimate_covers_the_measured_peak():
     estimate is above what it used beyond a tiny run's baseline, and not 3x above."""
     need_backend("c")
     code = """
-import resource, sys
+import sys
 from microgpt_fut.runtime import Runtime
 from microgpt_fut.model import GPTConfig
 from microgpt_fut.data import load_data
@@ -62,7 +79,8 @@ C = int(sys.argv[1])
 t = Training.start(rt, docs, TrainSettings(num_steps=2, batch_size=8), GPTConfig(27, C, 4, 2, 16), info)
 t.run()
 ckpt.save(sys.argv[2], t.checkpoint())
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+# VmHWM: this process's peak (ru_maxrss would include the parent's at fork time)
+print(int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024)
 """
     import tempfile
 
