@@ -402,3 +402,15 @@ def test_sample_incompatible_checkpoints(trained, tmp_path):
     foreign = tmp_path / "foreign.safetensors"
     save_file({"weight": np.zeros((2, 2), np.float32)}, str(foreign))
     assert_one_line_error(run("sample", "--checkpoint", foreign), "not a microgpt-fut checkpoint")
+
+
+def test_batch_larger_than_the_data_is_refused(tmp_path):
+    data = tmp_path / "three.txt"
+    data.write_text("emma\nava\nmia\n")
+    r = run("train", "--data", data, "--batch-size", 4, "--out", tmp_path / "m.safetensors")
+    assert r.exit_code == 2
+    assert_one_line_error(r, "--batch-size 4 is larger than the data (", "3 documents",
+                          "use at most 3")
+    assert not (tmp_path / "m.safetensors").exists()
+    assert run("train", "--data", data, "--batch-size", 3, "--steps", 2, "--samples", 0,
+               "--out", tmp_path / "m.safetensors").exit_code == 0

@@ -233,8 +233,9 @@ def test_threads_agree_with_one_context(text_file, tmp_path):
 
 
 def test_ctrl_c_saves_and_resume_equals_the_straight_run(text_file, tmp_path, monkeypatch):
-    """A real SIGINT after the call that ends at step 13 (calls end at multiples of 5 and
-    at evaluations): exit 130, the checkpoint of step 13 (and its curves) saved; `train --resume` then ends with the straight run's bits."""
+    """A real SIGINT after the call that ends at step 10 (calls end at multiples of 5 and
+    at evaluations): exit 130, the checkpoint of step 10 (and its curves) saved;
+    `train --resume` then ends with the straight run's bits."""
     import os
     import signal
 
@@ -246,7 +247,7 @@ def test_ctrl_c_saves_and_resume_equals_the_straight_run(text_file, tmp_path, mo
 
     def train_then_signal(self, *a, **kw):
         out = real(self, *a, **kw)
-        if self.step() == 13:
+        if self.step() == 10:
             os.kill(os.getpid(), signal.SIGINT)
         return out
 
@@ -255,8 +256,8 @@ def test_ctrl_c_saves_and_resume_equals_the_straight_run(text_file, tmp_path, mo
         m.setattr(GPT2Model, "train", train_then_signal)
         r = run_cli(*train_args(text_file, part, "--steps-per-call", "5"))
     assert r.exit_code == 130, r.output
-    assert f"saved the checkpoint of step 13 of 24 to {str(part)!r}" in r.stderr
-    assert ckpt.load(part).step == 13 and part.with_suffix(".losses.csv").exists()
+    assert f"saved the checkpoint of step 10 of 24 to {str(part)!r}" in r.stderr
+    assert ckpt.load(part).step == 10 and part.with_suffix(".losses.csv").exists()
     r2 = run_cli("train", "--resume", part, "--samples", "0")
     assert r2.exit_code == 0, r2.output
     a, b = ckpt.load(part), ckpt.load(full)

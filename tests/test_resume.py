@@ -227,27 +227,6 @@ def test_failed_periodic_save_keeps_the_previous_one(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors", "seven.txt"]
 
 
-def test_second_ctrl_c_stops_without_saving(tmp_path, monkeypatch):
-    """Ctrl-C twice (the second while saving): exit 130, the last periodic checkpoint stays."""
-    need_backend("c")
-    _sigint_at_step(monkeypatch, 25)
-    real_save = ckpt.save
-
-    def interrupted_save(path, ck):
-        if ck.step == 25:
-            os.kill(os.getpid(), signal.SIGINT)
-        real_save(path, ck)
-
-    monkeypatch.setattr(ckpt, "save", interrupted_save)
-    out = tmp_path / "m.safetensors"
-    r = run("train", "--data", seven(tmp_path), "--steps", 40, "--save-every", 10,
-            "--steps-per-call", 5, "--out", out, "--samples", 0)
-    assert r.exit_code == 130
-    assert_one_line_error(r, "interrupted twice", "still holds this run's checkpoint of step 20")
-    assert ckpt.load(out).step == 20
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors", "seven.txt"]
-
-
 def test_huge_step_count_costs_nothing_up_front(tmp_path):
     """--steps 10**12 must not allocate a loss per step before training."""
     need_backend("c")

@@ -70,3 +70,90 @@ def test_two_runs_never_write_one_out_at_once(tmp_path):
     assert first.returncode == 130, err
     assert ckpt.load(out).step > 0
     assert not (tmp_path / ".m.safetensors.lock").exists()
+
+
+def test_second_sigint_stops_at_once_without_saving(tmp_path):
+    """Ctrl-C twice during a long device call (one training step of this model takes
+    about 5 s here) ends the run at once, not after the call: status 130, one line
+    saying that nothing was saved, and no file left beside --out (no partial
+    checkpoint, no lock)."""
+    import time
+
+    need_backend("c")
+    data = small_data(tmp_path)
+    out = tmp_path / "m.safetensors"
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "train", "--data", str(data),
+                          "--n-embd", "512", "--n-layer", "4", "--batch-size", "64", "--steps",
+                          "3", "--samples", "0", "--out", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in p.stdout:
+        if line.startswith("num docs"):  # printed just before the first step
+            break
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.3)  # two signals sent together would arrive as one
+    second = time.perf_counter()
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    waited = time.perf_counter() - second
+    assert p.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert lines == [f"Error: interrupted twice: stopped without saving; nothing was saved to "
+                     f"{str(out)!r}"], err
+    assert waited < 2.5, f"the second Ctrl-C waited {waited:.1f} s"
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["names.txt"]
+
+
+def test_a_signal_does_not_wait_for_a_long_fused_call(tmp_path):
+    """--steps-per-call 1000000 would fuse minutes of steps into one call; calls are
+    cut to about half a second (pacing.py), so SIGTERM still stops the run within
+    seconds, saved."""
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    p = _run_until_progress(["--data", str(small_data(tmp_path)), "--n-embd", "64",
+                             "--n-layer", "2", "--batch-size", "32", "--steps-per-call",
+                             "1000000", "--out", str(out)])
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)  # one fused call of 10**6 steps: hours
+    assert p.returncode == 143, err
+    assert 0 < ckpt.load(out).step < STEPS
+
+
+def test_second_signal_removes_partial_files_and_says_what_out_holds(tmp_path, monkeypatch,
+                                                                     capfd):
+    """The watcher's second-signal path (which ends the process, so it is called here
+    with the exit replaced): partial files and cleanups go, the message is printed."""
+    from microgpt_fut import interrupt
+
+    partial = tmp_path / ".m.safetensors.x.tmp"
+    partial.write_bytes(b"half")
+    interrupt.PARTIAL_FILES.add(str(partial))
+    exits, cleaned = [], []
+    monkeypatch.setattr(interrupt, "_exit", exits.append)
+    req = interrupt.StopRequest()
+    req.on_second = lambda: "interrupted twice: stopped without saving; nothing was saved"
+    req.cleanups.append(lambda: cleaned.append(True))
+    req._signal(signal.SIGINT)
+    assert req() and req.name == "SIGINT" and not exits and partial.exists()
+    req._signal(signal.SIGTERM)
+    assert exits == [143] and cleaned == [True] and not partial.exists()
+    assert capfd.readouterr().err == ("Error: interrupted twice: stopped without saving; "
+                                      "nothing was saved\n")
+    interrupt.PARTIAL_FILES.discard(str(partial))
+
+
+@pytest.mark.parametrize("per_step, expected", [(None, [1, 4, 5, 5]), (0.1, [1, 4, 5, 5]),
+                                                (0.2, [1, 1, 2, 2]), (10.0, [1, 1, 1, 1])])
+def test_calls_are_paced_by_time_and_end_at_multiples(per_step, expected):
+    """The first call is one step; then as many as fit in CALL_SECONDS (0.5 s) at the
+    measured speed, at most --steps-per-call (5 here), ending at multiples of it."""
+    from microgpt_fut.pacing import CallPacer
+
+    pacer, done, ks = CallPacer(5, seconds=0.5), 0, []
+    for _ in range(4):
+        k = pacer.next_k(done, 100)
+        ks.append(k)
+        pacer.record(k, k * (per_step if per_step is not None else 0.0))
+        done += k
+    assert ks == expected
+    assert CallPacer(5).next_k(3, 1) == 1

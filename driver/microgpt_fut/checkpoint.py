@@ -28,6 +28,7 @@ import numpy as np
 
 from . import tokenizer as tokenizers
 from .gpt2 import GPT2Config
+from .interrupt import PARTIAL_FILES
 from .model import GPTConfig
 
 FORMAT = "microgpt-fut/1"
@@ -43,11 +44,12 @@ _INT_KEYS = ("num_steps", "seed", "batch_size", "n_docs", "cursor", "warmup_step
              "lr_decay_steps", "grad_accum", "eval_every", "eval_iters", "n_chars")
 _FLOAT_KEYS = ("lr", "beta1", "beta2", "eps", "min_lr", "weight_decay", "grad_clip",
                "val_fraction")
-_STR_KEYS = ("data", "data_path", "data_sha256", "encoding")
+_STR_KEYS = ("data", "data_path", "data_sha256", "encoding", "init_from")
 # The run's settings: total steps and the lr schedule's parameters, the seed (of the
 # initial weights and of the data order), the batch size, and the data's identity:
 # description, absolute path ("" = built-in), sha256 of the documents, their number,
-# encoding, and the cursor (documents consumed = step * batch_size).
+# encoding, and the cursor (documents consumed = step * batch_size); init_from: the
+# model whose weights the run started from (train --init-from), absent otherwise.
 TRAIN_KEYS = _INT_KEYS + _FLOAT_KEYS + _STR_KEYS
 
 
@@ -169,9 +171,11 @@ def save(path: str | Path, ck: Checkpoint) -> None:
     from safetensors.numpy import save as st_save
 
     data = st_save(tensors, metadata=_metadata(ck))
-    tmp = None
+    tmp = name = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        name = tmp
+        PARTIAL_FILES.add(tmp)  # removed if a second Ctrl-C ends the process mid-write
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), _file_mode(path))
             _write_all(f, data)
@@ -196,6 +200,7 @@ def save(path: str | Path, ck: Checkpoint) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+        PARTIAL_FILES.discard(name)
 
 
 def _check_file(path: Path) -> None:

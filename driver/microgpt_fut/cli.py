@@ -18,13 +18,15 @@ import click
 from click.core import ParameterSource
 
 from . import checkpoint as ckpt
+from . import memory
 from . import resume as resume_rules
 from .data import DataError, Vocab, load_data
 from .data_parallel import DataParallelModel, runtimes
 from .interrupt import stop_on_signals
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
-from .trainer import Diverged, Training, TrainSettings, generate_names
+from .sample_output import print_samples
+from .trainer import Diverged, Training, TrainSettings, iter_names
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Integer options: the kernels take 64-bit integers, so larger values are refused by
@@ -100,6 +102,8 @@ def _user_errors():
     """Turn the library's user-facing errors into one-line click errors."""
     try:
         yield
+    except click.exceptions.Exit:  # a RuntimeError too, but an exit status, not an error
+        raise
     except (BackendError, DataError, ckpt.CheckpointError, ValueError) as e:
         raise click.ClickException(_first_line(str(e))) from None
     except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
@@ -175,6 +179,10 @@ def _check_out(out: Path, data: Path | None = None, resume: Path | None = None,
                                    f"{e.strerror or e}") from None
 
 
+def _lock_path(out: Path) -> Path:
+    return out.parent / f".{out.name}.lock"
+
+
 def _lock_out(ctx, out: Path) -> None:
     """Take the lock ``.<name>.lock`` beside --out until the command ends, so that two
     runs never write the same checkpoint at once (flock: the OS releases it at any
@@ -182,7 +190,7 @@ def _lock_out(ctx, out: Path) -> None:
     holds it."""
     import fcntl
 
-    path = out.parent / f".{out.name}.lock"
+    path = _lock_path(out)
     f = open(path, "a+")
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -316,7 +324,9 @@ about 1e-6)."""
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=42, show_default=True,
               help="Seed for the shuffle, the initial weights and the samples.")
 @click.option("--steps-per-call", type=_INT, default=50, show_default=True,
-              callback=_check_positive, help="Training steps fused into one kernel call.")
+              callback=_check_positive,
+              help="The most training steps fused into one kernel call (calls are also cut "
+                   "to about 0.5 s, so that Ctrl-C never waits long).")
 @click.option("--arch", type=click.Choice(["microgpt", "gpt2"]), default="microgpt",
               show_default=True, help="The model: microgpt's (rmsnorm, ReLU, no biases, Adam) "
                                       "or GPT-2's (LayerNorm, GELU, tied head, AdamW recipe).")
@@ -364,6 +374,10 @@ about 1e-6)."""
                    "leaves the previous one).")
 @click.option("--resume", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Continue the run saved in checkpoint FILE (see below).")
+@click.option("--init-from", type=click.Path(path_type=Path), default=None, metavar="MODEL",
+              help="Start a new run from the weights of checkpoint MODEL (its sizes and "
+                   "vocabulary; fresh optimiser state, this run's own steps, lr and data): "
+                   "to train more or fine-tune on other data.")
 @click.option("--samples", type=click.IntRange(0, _INT_MAX), default=None,
               help="Samples to print after training.  [default: 20 names; 1 text]")
 @click.option("--temperature", type=float, default=None, callback=_check_temperature,
@@ -374,7 +388,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
           block_size, mlp_width, lr, seed, steps_per_call, arch, data_format, bias,
           val_fraction, grad_accum, min_lr, warmup_steps, lr_decay_steps, beta1, beta2,
           weight_decay, grad_clip, eval_every, eval_iters, threads, out, overwrite, save_every,
-          resume, samples, temperature, quiet):
+          resume, init_from, samples, temperature, quiet):
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
     Ctrl-C (or SIGTERM, SIGHUP) stops after the current kernel call, saves the
@@ -387,10 +401,14 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
                                                    ParameterSource.ENVIRONMENT,
                                                    ParameterSource.DEFAULT_MAP)}
     _check_threads(threads, backend)
+    if resume is not None and init_from is not None:
+        raise _bad_option("--init-from starts a new run from a model's weights and --resume "
+                          "continues a run: give one of them")
     text_run = data_format == "text" or arch == "gpt2"
-    if resume is not None and not text_run:
-        with _user_errors():
-            text_run = ckpt.read_metadata(resume).get("data_format") == "text"
+    for source in (resume, init_from):
+        if source is not None and not text_run:
+            with _user_errors():
+                text_run = ckpt.read_metadata(source).get("data_format") == "text"
     if text_run:
         from . import cli_text
 
@@ -415,6 +433,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         ck, settings, data, encoding = _plan_resume(resume, given, steps_per_call)
         settings = dataclasses.replace(settings, threads=threads)
         out = out if "out" in given else resume
+    init = _init_source(init_from, given, "microgpt") if init_from is not None else None
     _check_out(out, data, resume, overwrite)
     _lock_out(ctx, out)
     rt = _runtime(backend, device, quiet)
@@ -422,11 +441,27 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         docs, info = load_data(data, encoding)
         if ck is not None:
             resume_rules.check_data(ck, info, f"checkpoint {str(resume)!r}")
-    say(f"data: {info.description}")
-    vocab = Vocab.from_docs(docs)
-    config = ck.config if ck is not None else GPTConfig(vocab.size, n_embd, n_head, n_layer,
-                                                        block_size, mlp_width)
+    if settings.batch_size > len(docs):
+        raise _bad_option(f"--batch-size {settings.batch_size} is larger than the data "
+                          f"({info.description}): a step would take some documents twice; "
+                          f"use at most {len(docs):,}")
+    if init is not None:
+        vocab, config = Vocab(tuple(init.vocab)), init.config
+        unknown = sorted(set("".join(docs)) - set(vocab.chars))
+        if unknown:
+            raise click.ClickException(
+                f"{info.description}: characters {''.join(unknown)!r} are not in the vocabulary "
+                f"of --init-from {str(init_from)!r}, whose model knows {''.join(vocab.chars)!r}")
+    else:
+        vocab = Vocab.from_docs(docs)
+        config = ck.config if ck is not None else GPTConfig(vocab.size, n_embd, n_head, n_layer,
+                                                            block_size, mlp_width)
     T = config.block_size
+    _check_memory(config, backend, rt, settings.batch_size, settings.steps_per_call,
+                  len(docs) * (T + 1), 1, settings.contexts, 0, out)
+    say(f"data: {info.description}")
+    if init is not None:
+        say(f"starting from the weights of {str(init_from)!r} (step {init.step} of its run)")
     n_long = sum(len(d) > T - 1 for d in docs)
     if n_long and not quiet:
         click.echo(f"warning: {n_long} of {len(docs)} documents are longer than block size - 1 "
@@ -436,7 +471,10 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         + (f" on {settings.contexts} threads" if settings.contexts > 1 else "")
         + (f" ({rt.device.name})" if rt.device else ""))
     with _user_errors():
-        if ck is None:
+        if init is not None:
+            run = Training.start(rt, docs, settings, config, info, vocab, init.params)
+            run.init_from = str(init_from.resolve())
+        elif ck is None:
             run = Training.start(rt, docs, settings, config, info)
         else:
             run = Training.resume(rt, ck, docs, settings, info)
@@ -455,8 +493,8 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
     say(f"saved {out}")
     with _user_errors():
-        names = generate_names(run.model, run.vocab, samples, temperature, settings.seed)
-    _print_samples(names, quiet)
+        print_samples(iter_names(run.model, run.vocab, samples, temperature, settings.seed),
+                      samples, "names", header=not quiet)
 
 
 # Options that only text runs read.
@@ -470,6 +508,39 @@ def _param_index(ctx, name: str) -> int:
 
 def _opt_name(name: str) -> str:
     return "--no-bias" if name == "bias" else "--" + name.replace("_", "-")
+
+
+_SIZE_OPTIONS = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
+
+
+def _check_memory(config, backend: str, rt: Runtime, batch_size: int, steps_per_call: int,
+                  data_tokens: int, grad_accum: int, contexts: int, eval_iters: int,
+                  out: Path) -> None:
+    """Refuse (one line naming the option) a run that would not fit in memory, in the
+    device's memory or, its checkpoint, on the disk of --out (memory.py)."""
+    need = memory.training_need(config, backend, batch_size, steps_per_call, data_tokens,
+                                grad_accum, contexts, eval_iters)
+    device_memory = rt.device.memory if rt.device is not None and rt.device.is_gpu else 0
+    try:
+        memory.check_run(need, out, device_memory)
+    except memory.RunTooLarge as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _init_source(path: Path, given: dict, arch: str) -> ckpt.Checkpoint:
+    """The checkpoint of --init-from (without Adam's moments), or a one-line error: it
+    cannot be read, is another arch, or a size option given conflicts with it."""
+    where = f"--init-from {str(path)!r}"
+    with _user_errors():
+        init = ckpt.load(path, adam=False)
+    if init.arch != arch:
+        raise _bad_option(f"{where} is a {init.arch} model; this run trains {arch}")
+    for name in _SIZE_OPTIONS:
+        if given.get(name) is not None and given[name] != getattr(init.config, name, None):
+            raise _bad_option(f"{_opt_name(name)} {given[name]} conflicts with {where}, whose "
+                              f"model has {getattr(init.config, name, None)}; leave it out (the "
+                              "model keeps its sizes)")
+    return init
 
 
 def _plan_resume(resume: Path, given: dict, steps_per_call: int):
@@ -521,6 +592,8 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
             run.run(until, progress, should_stop=should_stop)
 
     with stop_on_signals() as stop:
+        stop.on_second = lambda: f"interrupted twice: stopped without saving; {_kept(out, saved[0])}"
+        stop.cleanups.append(lambda: _lock_path(out).unlink(missing_ok=True))
         try:
             while not run.done and not stop():
                 until = run.num_steps
@@ -533,9 +606,6 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
             save()
         except Diverged as e:
             raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
-        except KeyboardInterrupt:
-            raise _exit_with(128 + (stop.signum or 2), f"interrupted twice: stopped without "
-                                                        f"saving; {_kept(out, saved[0])}") from None
         except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
             raise click.ClickException(
                 f"{_first_line(str(e))}; {_kept(out, saved[0])}") from None
@@ -553,15 +623,6 @@ def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "") -> None:
                f"to {str(out)!r}; continue with: microgpt-fut train --resume "
                f"{shlex.quote(str(out))}{resume_args}", err=True)
     ctx.exit(128 + stop.signum)
-
-
-def _print_samples(names: list[str], quiet: bool) -> None:
-    if not names:
-        return
-    if not quiet:
-        click.echo("\n--- inference (new, hallucinated names) ---")
-    for i, name in enumerate(names):
-        click.echo(f"sample {i + 1:2d}: {name}")
 
 
 @main.command()
@@ -583,11 +644,15 @@ def _print_samples(names: list[str], quiet: bool) -> None:
 @_device_opt
 @click.option("--threads", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="c backend: split the samples over N CPU threads (the names are the same).")
+@click.option("--plain", is_flag=True,
+              help="One sample per line and nothing else, for pipes: names as they are, "
+                   "text samples as JSON strings.")
 @click.pass_context
 def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_k, backend,
-           device, threads):
+           device, threads, plain):
     """Print samples of a trained checkpoint: new names, or continuations of --prompt
-    for a text model (nanoGPT's sample.py)."""
+    for a text model (nanoGPT's sample.py), each as soon as it is made. Ctrl-C (or
+    SIGTERM, SIGHUP) keeps what was printed and says how many."""
     _check_threads(threads, backend)
     with _user_errors():
         ck = ckpt.load(checkpoint, adam=False)
@@ -610,8 +675,8 @@ def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_
                                                   ck.params)
         else:
             model = Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
-        names = generate_names(model, Vocab(tuple(ck.vocab)), num, temperature, seed)
-    _print_samples(names, quiet=False)
+        print_samples(iter_names(model, Vocab(tuple(ck.vocab)), num, temperature, seed), num,
+                      "names", plain)
 
 
 @main.command()

@@ -7,7 +7,9 @@ stream of characters with nanoGPT's recipe (text_training.py).
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
+from typing import Iterator
 
 import click
 import numpy as np
@@ -18,6 +20,8 @@ from . import cli as _cli
 from .cli import _bad_option, _check_out, _runtime, _user_errors
 from .data_parallel import DataParallelGPT2, runtimes
 from .gpt2 import GPT2Config, GPT2Model, Recipe
+from .pacing import CallPacer
+from .sample_output import print_samples
 from .text import CharVocab, load_text
 from .text_training import TextSettings, TextTraining
 
@@ -29,7 +33,7 @@ _FIXED = {"steps": "num_steps", "batch_size": "batch_size", "grad_accum": "grad_
           "grad_clip": "grad_clip", "val_fraction": "val_fraction"}
 _SIZES = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
 SAMPLE_TOKENS = 200    # continuation printed after training
-SEPARATOR = "---------------"
+SAMPLE_CHUNK = 256     # the most samples one generate call makes
 
 
 def _opt(name: str) -> str:
@@ -115,6 +119,11 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
         config = ck.config if ck else GPT2Config(data.vocab.size, o["n_embd"], o["n_head"],
                                                  o["n_layer"], o["block_size"], o["mlp_width"],
                                                  o["bias"])
+        config.validate()
+    _cli._check_memory(config, o["backend"], rt, settings.batch_size, settings.steps_per_call,
+                       data.n_chars, settings.grad_accum, settings.threads, settings.eval_iters,
+                       out)
+    with _user_errors():
         run = (TextTraining.resume(rt, ck, data, settings) if ck else
                TextTraining.start(rt, data, settings, config))
     say(f"data: {data.path} | {data.n_chars:,} characters, vocab size {data.vocab.size} | "
@@ -142,9 +151,8 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
     n = o["samples"] if o["samples"] is not None else 1
     temperature = o["temperature"] if o["temperature"] is not None else 0.8
     with _user_errors():
-        texts = continuations(run.model, data.vocab, "\n", n, SAMPLE_TOKENS, temperature, 0,
-                              settings.seed)
-    print_texts(texts, quiet)
+        print_samples(iter_continuations(run.model, data.vocab, "\n", n, SAMPLE_TOKENS,
+                                         temperature, 0, settings.seed), n, "text")
 
 
 def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, quiet: bool,
@@ -189,23 +197,32 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
             bar.close()
 
 
-def continuations(model: GPT2Model, vocab: CharVocab, prompt: str, n: int, max_new: int,
-                  temperature: float, top_k: int, seed: int) -> list[str]:
-    """n samples of ``prompt`` + max_new generated characters (nanoGPT's sample.py).
-    Raises DataError when the prompt is empty or has a character outside the vocabulary."""
+def iter_continuations(model: GPT2Model, vocab: CharVocab, prompt: str, n: int, max_new: int,
+                       temperature: float, top_k: int, seed: int) -> Iterator[list[str]]:
+    """n samples of ``prompt`` + max_new generated characters (nanoGPT's sample.py),
+    a device call's worth at a time (about pacing.CALL_SECONDS, at most
+    SAMPLE_CHUNK samples); sample i draws from random stream i, whatever the chunks.
+    Raises ValueError for an empty prompt and DataError for a character outside the
+    vocabulary."""
     if not prompt:
         raise ValueError("--prompt is empty; give at least one character")
     ids = vocab.encode(prompt, "--prompt")
-    rows = model.generate(seed, n, temperature, top_k, ids, max_new) if n and max_new else \
-        np.zeros((n, 0), np.int64)
-    return [prompt + vocab.decode(r) for r in rows]
+    pacer, first = CallPacer(SAMPLE_CHUNK), 0
+    while first < n:
+        k = pacer.next_k(first, n - first)
+        t0 = time.perf_counter()
+        rows = model.generate(seed, k, temperature, top_k, ids, max_new, first) if max_new \
+            else np.zeros((k, 0), np.int64)
+        pacer.record(k, time.perf_counter() - t0)
+        first += k
+        yield [prompt + vocab.decode(r) for r in rows]
 
 
-def print_texts(texts: list[str], quiet: bool) -> None:
-    """Each sample followed by nanoGPT's separator line."""
-    for t in texts:
-        click.echo(t)
-        click.echo(SEPARATOR)
+def continuations(model: GPT2Model, vocab: CharVocab, prompt: str, n: int, max_new: int,
+                  temperature: float, top_k: int, seed: int) -> list[str]:
+    """The samples of ``iter_continuations`` as one list."""
+    return [t for part in iter_continuations(model, vocab, prompt, n, max_new, temperature,
+                                             top_k, seed) for t in part]
 
 
 def sample(ck: ckpt.Checkpoint, o: dict) -> None:
@@ -227,7 +244,7 @@ def sample(ck: ckpt.Checkpoint, o: dict) -> None:
                                                  ck.params)
         else:
             model = GPT2Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
-        texts = continuations(model, vocab, prompt, n, o["max_new_tokens"], temperature,
-                              o["top_k"], o["seed"])
-    print_texts(texts, quiet=False)
+        print_samples(iter_continuations(model, vocab, prompt, n, o["max_new_tokens"],
+                                         temperature, o["top_k"], o["seed"]), n, "text",
+                      o["plain"])
 

@@ -83,6 +83,7 @@ class OpenCLDevice:
     platform: str
     name: str
     is_gpu: bool
+    memory: int = 0  # global memory in bytes (0: unknown)
 
     @property
     def is_pocl(self) -> bool:
@@ -105,7 +106,8 @@ def opencl_devices() -> list[OpenCLDevice]:
             continue
         for d in devs:
             out.append(OpenCLDevice(len(out), p.name.strip(), d.name.strip(),
-                                    bool(d.type & cl.device_type.GPU)))
+                                    bool(d.type & cl.device_type.GPU),
+                                    int(getattr(d, "global_mem_size", 0) or 0)))
     return out
 
 

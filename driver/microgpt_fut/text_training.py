@@ -21,6 +21,7 @@ import numpy as np
 
 from .checkpoint import Checkpoint
 from .gpt2 import GPT2Config, GPT2Model, Recipe
+from .pacing import CallPacer
 from .runtime import Runtime
 from .text import TextData
 from .data_parallel import DataParallelGPT2, runtimes
@@ -129,6 +130,8 @@ class TextTraining:
         self.step = len(self.losses)
         self.positions = 0   # tokens trained on by this object's calls
         self.seconds = 0.0   # time in this object's training calls
+        self.pacer = CallPacer(settings.steps_per_call)
+        self.eval_pacer = CallPacer(settings.eval_iters)
 
     @classmethod
     def start(cls, rt: Runtime, data: TextData, settings: TextSettings,
@@ -171,9 +174,16 @@ class TextTraining:
     def _due_eval(self, step: int) -> bool:
         return step % self.settings.eval_every == 0 or step == self.settings.num_steps
 
-    def evaluate(self) -> tuple[float, float]:
+    def evaluate(self, should_stop: Callable[[], bool] | None = None
+                 ) -> tuple[float, float] | None:
         """nanoGPT's estimate_loss at the current step: mean loss over eval_iters
-        batches of each split (val: nan without a validation split); recorded."""
+        batches of each split (val: nan without a validation split); recorded.
+
+        The batches go to the device a few at a time (about pacing.CALL_SECONDS a
+        call; each batch's loss is its own, so the mean does not depend on it). When
+        ``should_stop()`` turns true between calls, the evaluation is abandoned
+        (None, nothing recorded); ``run`` does it first when the run continues.
+        """
         s, d = self.settings, self.data
         out = []
         for split in ("train", "val"):
@@ -181,7 +191,16 @@ class TextTraining:
                 out.append(math.nan)
                 continue
             batches = d.eval_batches(split, s.seed, self.step, s.eval_iters, s.batch_size)
-            out.append(float(np.mean(self.model.losses(batches).astype(np.float64))))
+            losses, i = [], 0
+            while i < len(batches):
+                if should_stop is not None and should_stop():
+                    return None
+                k = self.eval_pacer.next_k(i, len(batches) - i)
+                t0 = time.perf_counter()
+                losses.append(self.model.losses(batches[i:i + k]))
+                self.eval_pacer.record(k, time.perf_counter() - t0)
+                i += k
+            out.append(float(np.mean(np.concatenate(losses).astype(np.float64))))
         self.evals = [e for e in self.evals if e[0] != self.step] + [[self.step, *out]]
         return out[0], out[1]
 
@@ -218,22 +237,26 @@ class TextTraining:
         ``should_stop()`` is asked after each call."""
         s = self.settings
         until = s.num_steps if until is None else min(until, s.num_steps)
-        if self.step == 0 and not any(e[0] == 0 for e in self.evals):
-            tl, vl = self.evaluate()
+        if self._due_eval(self.step) and not any(e[0] == self.step for e in self.evals):
+            # step 0, or an evaluation a signal abandoned before the run was saved
+            result = self.evaluate(should_stop)
+            if result is None:
+                return
             if on_eval:
-                on_eval(0, tl, vl)
+                on_eval(self.step, *result)
         last_t, last_step, last_pos = time.perf_counter(), self.step, self.positions
         tokens_per_step = s.grad_accum * s.batch_size * self.model.config.block_size
         while self.step < until:
             first = self.step
             next_eval = (first // s.eval_every + 1) * s.eval_every
-            k = min(s.steps_per_call, until - first, next_eval - first)
+            k = self.pacer.next_k(first, min(until, next_eval) - first)
             before = self.model.state
             batches = self._batches(first, k)
             t0 = time.perf_counter()
             losses, norms = self.model.train(batches, None, s.recipe)
             if not np.isfinite(losses).all() or not np.isfinite(norms).all():
                 raise self._diverged(before, first, k)
+            self.pacer.record(k, time.perf_counter() - t0)
             self.seconds += time.perf_counter() - t0
             self.losses = np.concatenate([self.losses, losses])
             self.norms = np.concatenate([self.norms, norms])
@@ -246,9 +269,10 @@ class TextTraining:
                          float(self.norms[-1]), (self.positions - last_pos) / max(now - last_t, 1e-9))
                 last_t, last_step, last_pos = now, self.step, self.positions
             if self._due_eval(self.step):
-                tl, vl = self.evaluate()
-                if on_eval:
-                    on_eval(self.step, tl, vl)
+                # the last evaluation is never abandoned: no later run would do it
+                result = self.evaluate(None if self.done else should_stop)
+                if result is not None and on_eval:
+                    on_eval(self.step, *result)
             if should_stop is not None and should_stop():
                 break
         self.model.rt.sync()

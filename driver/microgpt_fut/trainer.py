@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from .checkpoint import Checkpoint
 from .data_parallel import DataParallelModel, runtimes
 from .data import DataInfo, Vocab, batch_indices, docs_sha256, shuffled
 from .model import GPTConfig, Model
+from .pacing import CallPacer
 from .runtime import Runtime
 
 SAMPLE_CHUNK = 4096  # samples per device call in generate_names
@@ -114,28 +115,40 @@ class Training:
         self.step = step
         self.positions = 0  # valid positions trained on by this object's calls
         self.seconds = 0.0  # time spent in this object's calls
+        self.init_from = ""  # the model the run started from (train --init-from), if any
+        self.pacer = CallPacer(settings.steps_per_call)
 
     @classmethod
     def start(cls, rt: Runtime, docs: list[str], settings: TrainSettings, config: GPTConfig,
-              data: DataInfo | None = None) -> "Training":
-        """A fresh run: Model.init under settings.seed.
+              data: DataInfo | None = None, vocab: Vocab | None = None,
+              params: dict[str, np.ndarray] | None = None) -> "Training":
+        """A fresh run: Model.init under settings.seed, or (``train --init-from``) the
+        weights ``params`` (device arrays of config's shapes) with Adam's moments at zero.
 
-        config.vocab_size must be the data's (``Vocab.from_docs(docs).size``).
-        Raises ValueError (naming the option) for bad settings or sizes.
+        vocab: the model's vocabulary (default: the data's, ``Vocab.from_docs(docs)``);
+        config.vocab_size must be its size. Raises ValueError (naming the option)
+        for bad settings or sizes, and when a document has a character outside vocab.
         """
         settings.validate()
         config.validate()
         if not docs:
             raise ValueError("no documents to train on")
-        vocab = Vocab.from_docs(docs)
+        vocab = vocab or Vocab.from_docs(docs)
         if config.vocab_size != vocab.size:
             raise ValueError(f"vocab_size {config.vocab_size} does not match the data's "
                              f"{vocab.size}")
+        unknown = sorted(set("".join(docs)) - set(vocab.chars))
+        if unknown:
+            raise ValueError(f"the data has characters the model does not know: "
+                             f"{''.join(unknown)!r}")
         data = data or DataInfo("", "", "utf-8", docs_sha256(docs), len(docs))
         if settings.contexts > 1:
-            model = DataParallelModel.init(runtimes(rt, settings.contexts), config, settings.seed)
+            rts = runtimes(rt, settings.contexts)
+            model = (DataParallelModel.from_arrays(rts, config, params) if params is not None
+                     else DataParallelModel.init(rts, config, settings.seed))
         else:
-            model = Model.init(rt, config, settings.seed)
+            model = (Model.from_arrays(rt, config, params) if params is not None
+                     else Model.init(rt, config, settings.seed))
         return cls(model, vocab, settings, docs, data, np.zeros(0, np.float32), 0)
 
     @classmethod
@@ -156,7 +169,8 @@ class Training:
         if not 0 <= ck.step <= settings.num_steps:
             raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
         vocab = Vocab(tuple(ck.vocab))
-        if Vocab.from_docs(docs) != vocab:
+        # a run started --init-from another model may know more characters than its data
+        if not set("".join(docs)) <= set(vocab.chars):
             raise ValueError("the documents' characters differ from the checkpoint's vocabulary")
         if ck.losses is None:
             raise ValueError("the checkpoint has no loss history ('train.losses')")
@@ -165,7 +179,9 @@ class Training:
                                                   ck.params, ck.m, ck.v, ck.step)
         else:
             model = Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
-        return cls(model, vocab, settings, docs, data, ck.losses, ck.step)
+        run = cls(model, vocab, settings, docs, data, ck.losses, ck.step)
+        run.init_from = ck.train.get("init_from", "")
+        return run
 
     @property
     def losses(self) -> np.ndarray:
@@ -229,7 +245,8 @@ class Training:
 
     def run(self, until: int | None = None, progress: Progress | None = None,
             report_every: int = 100, should_stop: Callable[[], bool] | None = None) -> None:
-        """Train up to step ``until`` (default: the end), settings.steps_per_call steps a call.
+        """Train up to step ``until`` (default: the end), at most settings.steps_per_call
+        steps a call and about pacing.CALL_SECONDS per call.
 
         After each call the losses and the whole state (parameters, Adam's
         moments) are checked; on a NaN or infinity the run is put back to the
@@ -239,15 +256,15 @@ class Training:
         report_every steps, and after step ``until``.
         """
         until = self.settings.num_steps if until is None else min(until, self.settings.num_steps)
-        K = self.settings.steps_per_call
         last_t, last_step, last_pos = time.perf_counter(), self.step, self.positions
         while self.step < until:
-            k = min(K, until - self.step)
+            k = self.pacer.next_k(self.step, until - self.step)
             before, first = self.model.state, self.step
             t0 = time.perf_counter()
             losses, positions = self._call(first, k)
             if not (np.isfinite(losses).all() and self._state_finite()):
                 raise self._diverged(before, first, k)
+            self.pacer.record(k, time.perf_counter() - t0)
             self.seconds += time.perf_counter() - t0
             self._record(first, losses)
             self.step += k
@@ -275,6 +292,8 @@ class Training:
                  "batch_size": s.batch_size, "data": d.description, "data_path": d.path,
                  "data_sha256": d.sha256, "n_docs": d.n_docs, "encoding": d.encoding,
                  "cursor": self.step * s.batch_size}
+        if self.init_from:
+            train["init_from"] = self.init_from
         return Checkpoint(self.model.config, list(self.vocab.chars), self.model.params(), m, v,
                           self.step, train, self.losses.copy())
 
@@ -334,20 +353,34 @@ def train(rt: Runtime, docs: list[str], settings: TrainSettings = TrainSettings(
                        time.perf_counter() - start, t)
 
 
-def generate_names(model: Model, vocab: Vocab, n: int, temperature: float, seed: int,
-                   chunk: int = SAMPLE_CHUNK) -> list[str]:
-    """n samples (microgpt's inference loop) decoded to strings, in chunks of ``chunk``.
+def iter_names(model: Model, vocab: Vocab, n: int, temperature: float, seed: int,
+               chunk: int | None = None) -> Iterator[list[str]]:
+    """n samples (microgpt's inference loop) decoded to strings, a device call's worth
+    at a time: ``chunk`` samples a call, or (None) as many as take about
+    pacing.CALL_SECONDS, at most SAMPLE_CHUNK, so that a printer shows them as they
+    come and Ctrl-C waits little.
 
-    Sample i uses the kernels' RNG stream i under seed, so the result does not
-    depend on chunk. temperature 0 is greedy (argmax). Raises ValueError for a
+    Sample i uses the kernels' RNG stream i under seed, so the samples do not
+    depend on the chunks. temperature 0 is greedy (argmax). Raises ValueError for a
     negative, NaN or infinite temperature or a negative n.
     """
     if n < 0:
         raise ValueError(f"the number of samples must be at least 0, got {n}")
     if not (math.isfinite(temperature) and temperature >= 0):
         raise ValueError(f"--temperature must be a finite number >= 0, got {temperature}")
-    out: list[str] = []
-    for first in range(0, n, chunk):
-        rows = model.generate(seed, min(chunk, n - first), temperature, first)
-        out.extend(vocab.decode(r) for r in rows)
-    return out
+    pacer = CallPacer(SAMPLE_CHUNK)
+    first = 0
+    while first < n:
+        k = min(chunk, n - first) if chunk else pacer.next_k(first, n - first)
+        t0 = time.perf_counter()
+        rows = model.generate(seed, k, temperature, first)
+        pacer.record(k, time.perf_counter() - t0)
+        first += k
+        yield [vocab.decode(r) for r in rows]
+
+
+def generate_names(model: Model, vocab: Vocab, n: int, temperature: float, seed: int,
+                   chunk: int = SAMPLE_CHUNK) -> list[str]:
+    """The samples of ``iter_names`` as one list (``chunk`` samples per device call)."""
+    return [name for part in iter_names(model, vocab, n, temperature, seed, chunk)
+            for name in part]

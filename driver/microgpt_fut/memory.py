@@ -1,0 +1,150 @@
+"""The memory a training run needs, estimated before anything is allocated.
+
+A run that does not fit used to find out late: killed by the kernel's OOM killer
+after a minute with no message, or failing at its first save after all the
+training. ``check_run`` compares an estimate with what the machine has and
+refuses the run in one line naming the option to change. The estimate is a
+model fitted to peak resident memory measured here (one training step through
+the library, c, multicore and opencl on pocl; tests/test_memory.py keeps it
+honest):
+
+- state: parameters, Adam's two moments, the gradient and the update's new
+  copies (13-14 float32 per parameter at a step's peak, measured at 0.1M-25M
+  parameters), and at a save the host's copies of all three and their
+  serialised bytes (20 per parameter for microgpt, 24 for GPT-2, whose Conv1D
+  tensors are transposed copies): STATE_FLOATS;
+- activations that ``vjp2`` keeps for the backward pass, per document in flight:
+  c and multicore go through a batch one document at a time (measured: the peak
+  does not grow with --batch-size), opencl and cuda map all B documents at once
+  (fitted to pocl at n_embd 64 and 128 only: rough for GPUs, whose measurement is
+  the GPU benchmark's job);
+- token arrays on the host: the data's encoded documents or text, and one
+  call's batches (--steps-per-call steps of B x (block_size + 1) int64) or an
+  evaluation's (--eval-iters batches);
+- the checkpoint's bytes, which must also fit on the disk beside --out (an
+  atomic save writes the new file next to the old one).
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .model import GPTConfig
+
+STATE_FLOATS = 24  # float32 per parameter at the peak: a save's host copies (20-24 measured)
+CONTEXT_FLOATS = 5  # each further --threads context: its own parameters, moments, gradient
+# float32 kept per position of a document in flight: ACT_PER_LAYER * n_embd per layer,
+# the [T] attention scores of each head, and the logits and their gradient (2 * V)
+ACT_PER_LAYER = {"c": 24, "multicore": 24, "opencl": 150, "cuda": 150}
+# opencl/cuda also hold about 11 n_embd^2 floats per position (measured on pocl at n_embd
+# 128: 23 MB a document of 32 positions, with the layers' count hardly mattering; the
+# flattened version Futhark picks at that size keeps [C][C] products per position)
+GPU_PER_POSITION_C2 = 11
+FLOAT, INT = 4, 8
+GIB = 2**30
+
+
+class RunTooLarge(ValueError):
+    """The run would not fit; the message is one line naming the option to change."""
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """Bytes a run needs, by part (see the module's docstring)."""
+
+    state: int
+    activations: int
+    tokens: int
+    checkpoint: int
+
+    @property
+    def total(self) -> int:
+        """Memory in use at a training step's peak (the save's copies fit within it)."""
+        return self.state + self.activations + self.tokens
+
+
+def training_need(config: GPTConfig, backend: str, batch_size: int, steps_per_call: int,
+                  data_tokens: int, grad_accum: int = 1, contexts: int = 1,
+                  eval_iters: int = 0) -> MemoryNeed:
+    """The estimate for a run of ``config`` (either model) on ``backend``.
+
+    batch_size, grad_accum: documents (or windows) per micro-batch and micro-batches
+    per step; steps_per_call: the most steps fused into one call (their batches
+    are built at once); data_tokens: int64 tokens the data holds once encoded (N
+    documents x (block_size + 1), or the text's length); contexts: --threads;
+    eval_iters: batches per split of a text run's evaluation (made at once). The
+    checkpoint's loss history (4 bytes a step) is left out: it grows with the
+    steps actually trained, not with --steps.
+    """
+    P, T, L, C, V = (config.num_params(), config.block_size, config.n_layer, config.n_embd,
+                     config.vocab_size)
+    state = (STATE_FLOATS + CONTEXT_FLOATS * (contexts - 1)) * P * FLOAT
+    per_position = L * (ACT_PER_LAYER.get(backend, 150) * C + config.n_head * T) + 2 * V
+    if backend not in ("c", "multicore"):
+        per_position += GPU_PER_POSITION_C2 * C * C
+    in_flight = contexts if backend in ("c", "multicore") else batch_size
+    activations = in_flight * T * per_position * FLOAT
+    batch = steps_per_call * grad_accum * batch_size * (T + 1) * INT
+    evaluation = eval_iters * batch_size * (T + 1) * INT
+    tokens = 2 * data_tokens * INT + 3 * max(batch, evaluation)  # index, rows, device copy
+    checkpoint = 3 * P * FLOAT
+    return MemoryNeed(state, activations, tokens, checkpoint)
+
+
+def available_memory() -> int | None:
+    """Bytes the machine can give this process now: /proc/meminfo's MemAvailable,
+    capped by the cgroup's memory.max (containers); None where unknown."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max" and avail is not None:
+            avail = min(avail, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{n / 2**20:.0f} MiB"
+
+
+def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
+              available: int | None = None) -> None:
+    """Raise RunTooLarge (one line naming the option) when the run needs more memory
+    than ``available`` (default: available_memory()), more than the device's
+    ``device_memory`` for the state and activations (opencl/cuda; 0: unknown or the
+    host's), or when its checkpoint would not fit on the disk holding ``out``."""
+    available = available_memory() if available is None else available
+    parts = {"--n-embd/--n-layer (the model's parameters and Adam's moments)": need.state,
+             "--batch-size or --block-size (activations of the batch)": need.activations,
+             "--batch-size, --steps-per-call, --eval-iters or --block-size (token batches)": need.tokens}
+    culprit = max(parts, key=parts.get)
+    if available is not None and need.total > available:
+        raise RunTooLarge(
+            f"this run needs about {_gib(need.total)} of memory (model and Adam "
+            f"{_gib(need.state)}, activations {_gib(need.activations)}, tokens "
+            f"{_gib(need.tokens)}) and the machine has {_gib(available)} available: "
+            f"lower {culprit}")
+    on_device = need.state + need.activations
+    if device_memory and on_device > device_memory:
+        raise RunTooLarge(
+            f"this run needs about {_gib(on_device)} of device memory and the device has "
+            f"{_gib(device_memory)}: lower {culprit if culprit in list(parts)[:2] else '--batch-size'}")
+    try:
+        free = shutil.disk_usage(out.parent).free
+    except OSError:
+        return
+    if need.checkpoint > free:
+        raise RunTooLarge(
+            f"the checkpoint will take about {_gib(need.checkpoint)} and the disk holding "
+            f"--out {str(out)!r} has {_gib(free)} free: free space, choose another --out or "
+            "lower --n-embd/--n-layer")

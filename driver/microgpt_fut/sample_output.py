@@ -1,0 +1,65 @@
+"""Printing samples as they are made, for `sample` and the samples after `train`.
+
+Samples arrive a device call's worth at a time (trainer.iter_names,
+cli_text.iter_continuations) and are printed and flushed at once, so a long
+`sample -n 1000000` shows its first samples within a second, and Ctrl-C,
+SIGTERM or SIGHUP between two calls keep everything printed so far (the command
+then ends with status 128 + the signal's number and says how many were printed).
+
+Formats: microgpt's (``sample  1: emma`` after a header line) and nanoGPT's (each
+text followed by a separator line) by default; ``plain`` prints one sample per
+line and nothing else, for pipes: a name as it is, a text sample as a JSON string
+(its newlines escaped, so that it stays on one line).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Iterable
+
+import click
+
+from .interrupt import stop_on_signals
+
+NAMES_HEADER = "\n--- inference (new, hallucinated names) ---"
+SEPARATOR = "---------------"  # nanoGPT sample.py's line after each sample
+
+
+def _line(kind: str, plain: bool, i: int, sample: str) -> str:
+    if kind == "names":
+        return sample if plain else f"sample {i + 1:2d}: {sample}"
+    return json.dumps(sample, ensure_ascii=False) if plain else f"{sample}\n{SEPARATOR}"
+
+
+def print_samples(chunks: Iterable[list[str]], n: int, kind: str, plain: bool = False,
+                  header: bool = True) -> None:
+    """Print the samples of ``chunks`` (lists of str, n in all) as they come.
+
+    kind: "names" (microgpt's format, with its header line unless ``header`` is
+    False or ``plain``) or "text" (nanoGPT's). A signal between two chunks stops
+    the printing: one line on stderr says how many of n were printed, and the
+    command exits with 128 + the signal's number (click.exceptions.Exit). A
+    closed pipe (``| head``) ends it quietly with status 141, as SIGPIPE would.
+    """
+    printed = 0
+    try:
+        with stop_on_signals() as stop:
+            stop.on_second = lambda: f"interrupted twice: printed {printed} of {n} samples"
+            for part in chunks:
+                if printed == 0 and kind == "names" and header and not plain and part:
+                    click.echo(NAMES_HEADER)
+                for sample in part:
+                    click.echo(_line(kind, plain, printed, sample))
+                    printed += 1
+                sys.stdout.flush()
+                if stop() and printed < n:
+                    how = "interrupted" if stop.name == "SIGINT" else f"stopped by {stop.name}"
+                    click.echo(f"{how}: printed {printed} of {n} samples", err=True)
+                    raise click.exceptions.Exit(128 + stop.signum)
+    except BrokenPipeError:
+        # the reader went away: nothing more to say (Python would print a traceback
+        # when it flushes stdout at exit, so point stdout at /dev/null first)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise click.exceptions.Exit(141) from None

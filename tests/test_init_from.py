@@ -1,0 +1,101 @@
+"""`train --init-from MODEL`: a new run from another run's weights, with fresh
+optimiser state and its own schedule and data (to train more or fine-tune)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cli_helpers import assert_one_line_error, names_lines, need_backend
+from conftest import get_runtime
+from microgpt_fut import checkpoint as ckpt
+from microgpt_fut.cli import main
+from microgpt_fut.data import Vocab, batch_indices, load_data, shuffled
+from microgpt_fut.model import Model
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """A names model trained 100 steps on the first 500 names of names.txt."""
+    need_backend("c")
+    folder = tmp_path_factory.mktemp("init")
+    data = folder / "first.txt"
+    data.write_text("\n".join([n for n in names_lines() if n][:500]) + "\n")
+    out = folder / "base.safetensors"
+    r = run("train", "--data", data, "--steps", 100, "--batch-size", 4, "--samples", 0,
+            "--out", out)
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def _other_names(folder, n=200, name="other.txt"):
+    path = folder / name
+    path.write_text("\n".join([n for n in names_lines() if n][-n:]) + "\n")
+    return path
+
+
+def test_starts_from_the_weights_with_fresh_moments(base, tmp_path):
+    """The run's first loss is the base model's loss on the run's first batch, and
+    after one Adam step m = (1 - beta1) g, v = (1 - beta2) g^2 with g that batch's
+    gradient at the base weights: the moments started at zero, not at the base run's."""
+    data = _other_names(tmp_path)
+    out = tmp_path / "tuned.safetensors"
+    r = run("train", "--data", data, "--init-from", base, "--steps", 1, "--batch-size", 8,
+            "--lr", 0.001, "--samples", 0, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert f"starting from the weights of {str(base)!r} (step 100 of its run)" in r.output
+    b, t = ckpt.load(base), ckpt.load(out)
+    assert t.step == 1 and t.train["num_steps"] == 1 and t.train["lr"] == 0.001
+    assert t.train["init_from"] == str(base.resolve()) and t.vocab == b.vocab
+    assert t.config == b.config
+
+    rt = get_runtime("c")
+    docs, info = load_data(data)
+    order = shuffled(docs, 42)  # the run's document order (default --seed 42)
+    rows = batch_indices(0, 1, 8, len(docs))[0]
+    order_tokens, order_pos, _ = Vocab(tuple(b.vocab)).encode(order, b.config.block_size)
+    loss, g = Model.from_arrays(rt, b.config, b.params).loss_grad(order_tokens[rows],
+                                                                  order_pos[rows])
+    assert t.losses[0] == pytest.approx(loss, rel=1e-6)
+    for name in g:
+        np.testing.assert_allclose(t.m[name], 0.15 * g[name], rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(t.v[name], 0.01 * g[name] ** 2, rtol=1e-4, atol=1e-12)
+
+
+def test_fine_tuning_lowers_the_loss_on_the_new_data(base, tmp_path):
+    data = _other_names(tmp_path)
+    out = tmp_path / "tuned.safetensors"
+    r = run("train", "--data", data, "--init-from", base, "--steps", 60, "--batch-size", 4,
+            "--samples", 0, "--out", out)
+    assert r.exit_code == 0, r.output
+    losses = ckpt.load(out).losses
+    assert losses[-20:].mean() < losses[:20].mean()
+    again = run("train", "--resume", out, "--samples", 0)  # a finished run resumes as one
+    assert again.exit_code == 0 and "nothing to train" in again.output
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--n-embd", "32"], "--n-embd 32 conflicts with --init-from"),
+    (["--block-size", "8"], "--block-size 8 conflicts with --init-from"),
+    (["--resume", "X"], "--init-from starts a new run"),
+])
+def test_conflicting_options(base, tmp_path, args, fragment):
+    r = run("train", "--data", _other_names(tmp_path), "--init-from", base,
+            "--out", tmp_path / "x.safetensors", *args)
+    assert r.exit_code == 2
+    assert_one_line_error(r, fragment)
+
+
+def test_unknown_characters_and_missing_model(base, tmp_path):
+    data = tmp_path / "accents.txt"
+    data.write_text("zoë\nanna\n")
+    r = run("train", "--data", data, "--init-from", base, "--out", tmp_path / "x.safetensors")
+    assert_one_line_error(r, "'ë' are not in the vocabulary of --init-from")
+    r = run("train", "--data", data, "--init-from", tmp_path / "nope.safetensors",
+            "--out", tmp_path / "x.safetensors")
+    assert_one_line_error(r, "nope.safetensors")
+    assert not (tmp_path / "x.safetensors").exists()

@@ -1,0 +1,118 @@
+"""Runs that would not fit are refused before anything is allocated, in one line naming
+the option; the estimate (memory.py) is checked against measured peak memory."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cli_helpers import need_backend, small_data
+from conftest import SHARED_DATA
+from microgpt_fut import memory
+from microgpt_fut.model import GPTConfig
+
+SHAKESPEARE = SHARED_DATA / "tinyshakespeare.txt"
+
+
+# The command, run in a child that writes its peak memory (VmHWM, KiB) to a file at exit
+# (ru_maxrss of children would include this pytest process's size at fork time).
+_PEAK = """
+import atexit, os, sys
+def peak():
+    with open(os.environ["PEAK_FILE"], "w") as f:
+        f.write(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
+atexit.register(peak)
+from microgpt_fut.cli import main
+main(args=sys.argv[1:], prog_name="microgpt-fut")
+"""
+
+
+def _train(tmp_path, *args) -> tuple[subprocess.CompletedProcess, int]:
+    """(the finished `train` command, its peak memory in KiB)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "PEAK_FILE": f"{d}/peak"}
+        r = subprocess.run([sys.executable, "-c", _PEAK, "train", *map(str, args), "--out",
+                            tmp_path / "m.safetensors"], capture_output=True, text=True,
+                           timeout=300, env=env)
+        return r, int(open(f"{d}/peak").read())
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--n-embd", "20000"], "lower --n-embd/--n-layer"),
+    (["--block-size", "100000000"], "--block-size"),
+    (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--batch-size",
+      "1000000000"], "lower --batch-size, --steps-per-call, --eval-iters or --block-size"),
+    (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--eval-iters",
+      "1000000000000"], "--eval-iters"),
+    (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--n-embd", "8192",
+      "--n-layer", "24", "--n-head", "8"], "lower --n-embd/--n-layer"),
+], ids=["n_embd", "block_size", "text_batch", "eval_iters", "text_model"])
+def test_too_large_is_refused_before_allocating(tmp_path, args, option):
+    need_backend("c")
+    r, peak_kib = _train(tmp_path, *args)
+    assert r.returncode == 1 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: this run needs about "), r.stderr
+    assert "available" in lines[0] and option in lines[0]
+    assert peak_kib < 1_000_000  # under 1 GB: nothing of that size was made
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_estimate_covers_the_measured_peak():
+    """A run of 1.6M parameters on c (train, then save) measured in a child process: the
+    estimate is above what it used beyond a tiny run's baseline, and not 3x above."""
+    need_backend("c")
+    code = """
+import sys
+from microgpt_fut.runtime import Runtime
+from microgpt_fut.model import GPTConfig
+from microgpt_fut.data import load_data
+from microgpt_fut.trainer import Training, TrainSettings
+from microgpt_fut import checkpoint as ckpt
+rt = Runtime("c", None, quiet=True)
+docs, info = load_data(None)
+C = int(sys.argv[1])
+t = Training.start(rt, docs, TrainSettings(num_steps=2, batch_size=8), GPTConfig(27, C, 4, 2, 16), info)
+t.run()
+ckpt.save(sys.argv[2], t.checkpoint())
+# VmHWM: this process's peak (ru_maxrss would include the parent's at fork time)
+print(int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024)
+"""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        peak = {C: int(subprocess.run([sys.executable, "-c", code, str(C), f"{d}/m.safetensors"],
+                                      capture_output=True, text=True, check=True).stdout)
+                for C in (16, 256)}
+    config = GPTConfig(27, 256, 4, 2, 16)
+    need = memory.training_need(config, "c", 8, 50, 5163 * 17)
+    used = peak[256] - peak[16]
+    assert used <= need.total <= 3 * used, (used, need)
+
+
+def test_checkpoint_larger_than_the_disk_and_device_memory(tmp_path):
+    need = memory.MemoryNeed(state=10**6, activations=10**6, tokens=0, checkpoint=10**18)
+    with pytest.raises(memory.RunTooLarge, match="the checkpoint will take about .* and the "
+                                                 "disk holding --out .* free"):
+        memory.check_run(need, tmp_path / "m.safetensors")
+    need = memory.MemoryNeed(state=10**9, activations=3 * 10**9, tokens=0, checkpoint=0)
+    with pytest.raises(memory.RunTooLarge, match="of device memory and the device has 1.0 GiB: "
+                                                 "lower --batch-size or --block-size"):
+        memory.check_run(need, tmp_path / "m.safetensors", device_memory=2**30,
+                         available=10**12)
+    memory.check_run(need, tmp_path / "m.safetensors", available=10**12)  # fits: no error
+
+
+def test_batch_and_threads_count_where_they_are_held():
+    """c and multicore take a batch one document at a time (the peak does not grow with
+    --batch-size, measured); opencl and cuda hold every document's activations."""
+    config = GPTConfig(27, 64, 4, 2, 32)
+    c32, c128 = (memory.training_need(config, "c", b, 1, 0) for b in (32, 128))
+    assert c32.activations == c128.activations and c128.tokens > c32.tokens
+    o32, o128 = (memory.training_need(config, "opencl", b, 1, 0) for b in (32, 128))
+    assert o128.activations == 4 * o32.activations
+    assert memory.training_need(config, "c", 32, 1, 0, contexts=2).state > c32.state
