@@ -18,7 +18,7 @@ import click
 from click.core import ParameterSource
 
 from . import checkpoint as ckpt
-from . import memory
+from . import hf, memory
 from . import resume as resume_rules
 from .data import DataError, Vocab, load_data
 from .data_parallel import DataParallelModel, runtimes
@@ -284,6 +284,7 @@ def main():
     microgpt-fut train --data FILE     one document per line (e.g. a list of names)
     microgpt-fut sample -n 10          new names from the saved model
     microgpt-fut devices               OpenCL devices for --backend opencl
+    microgpt-fut export-hf M.safetensors DIR   a GPT-2 checkpoint as a Hugging Face folder
     """
 
 
@@ -337,6 +338,13 @@ about 1e-6)."""
               help="gpt2: biases in the linear layers and LayerNorms (nanoGPT's bias).")
 @click.option("--val-fraction", type=float, default=0.1, show_default=True,
               help="text: the last fraction of the text held out for validation.")
+@click.option("--tokenizer", default=None, metavar="char|bpe|PATH",
+              help="text: char (the text's characters), bpe (a byte-level BPE trained on the "
+                   "training text, see --vocab-size), or a tokenizer.json, vocab.json (beside "
+                   "merges.txt) or a folder holding them.  [default: char]")
+@click.option("--vocab-size", type=_INT, default=None, callback=_check_positive,
+              help="text, --tokenizer bpe: the BPE's vocabulary (257 bytes and merges and "
+                   "<|endoftext|>; GPT-2 has 50257).")
 @click.option("--grad-accum", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="text: micro-batches of --batch-size accumulated per step.")
 @click.option("--min-lr", type=float, default=None,
@@ -386,8 +394,8 @@ about 1e-6)."""
 @click.pass_context
 def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_head, n_layer,
           block_size, mlp_width, lr, seed, steps_per_call, arch, data_format, bias,
-          val_fraction, grad_accum, min_lr, warmup_steps, lr_decay_steps, beta1, beta2,
-          weight_decay, grad_clip, eval_every, eval_iters, threads, out, overwrite, save_every,
+          val_fraction, tokenizer, vocab_size, grad_accum, min_lr, warmup_steps,
+          lr_decay_steps, beta1, beta2, weight_decay, grad_clip, eval_every, eval_iters, threads, out, overwrite, save_every,
           resume, init_from, samples, temperature, quiet):
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
@@ -407,6 +415,9 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     text_run = data_format == "text" or arch == "gpt2"
     for source in (resume, init_from):
         if source is not None and not text_run:
+            if source is init_from and hf.is_folder(source):  # a Hugging Face GPT-2
+                text_run = True
+                continue
             with _user_errors():
                 text_run = ckpt.read_metadata(source).get("data_format") == "text"
     if text_run:
@@ -498,7 +509,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
 
 
 # Options that only text runs read.
-_TEXT_ONLY = ("bias", "val_fraction", "grad_accum", "min_lr", "warmup_steps", "lr_decay_steps",
+_TEXT_ONLY = ("bias", "val_fraction", "tokenizer", "vocab_size", "grad_accum", "min_lr", "warmup_steps", "lr_decay_steps",
               "beta1", "beta2", "weight_decay", "grad_clip", "eval_every", "eval_iters")
 
 
@@ -631,11 +642,14 @@ def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "") -> None:
 @click.option("--temperature", type=float, default=None, callback=_check_temperature,
               help="Sampling temperature (0 = greedy).  [default: 0.5 names; 0.8 text]")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
-              default=Path("model.safetensors"), show_default=True, help="Checkpoint to load.")
+              default=Path("model.safetensors"), show_default=True,
+              help="Checkpoint to load, or a Hugging Face GPT-2 folder (config.json, "
+                   "model.safetensors, tokenizer files).")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=42, show_default=True,
               help="Sampling seed (sample i uses random stream i).")
-@click.option("--prompt", default=None,
-              help="Text models: the text to continue.  [default: a newline]")
+@click.option("--prompt", multiple=True,
+              help="Text models: the text to continue; give it several times for several "
+                   "prompts, continued together (-n samples of each).  [default: a newline]")
 @click.option("--max-new-tokens", type=_INT, default=500, show_default=True,
               help="Text models: characters to generate after the prompt.")
 @click.option("--top-k", type=click.IntRange(0, _INT_MAX), default=0, show_default=True,
@@ -655,7 +669,8 @@ def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_
     SIGTERM, SIGHUP) keeps what was printed and says how many."""
     _check_threads(threads, backend)
     with _user_errors():
-        ck = ckpt.load(checkpoint, adam=False)
+        ck = (hf.load_checkpoint(checkpoint) if hf.is_folder(checkpoint) else
+              ckpt.load(checkpoint, adam=False))
     if ck.data_format == "text":
         from . import cli_text
 
@@ -677,6 +692,20 @@ def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_
             model = Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
         print_samples(iter_names(model, Vocab(tuple(ck.vocab)), num, temperature, seed), num,
                       "names", plain)
+
+
+@main.command("export-hf")
+@click.argument("checkpoint", type=click.Path(path_type=Path))
+@click.argument("folder", type=click.Path(path_type=Path))
+@click.option("--overwrite", is_flag=True, help="Replace FOLDER when it is not empty.")
+def export_hf(checkpoint, folder, overwrite):
+    """Write the GPT-2 text CHECKPOINT as a Hugging Face folder FOLDER (config.json,
+    model.safetensors, tokenizer files), which transformers' GPT2LMHeadModel and
+    AutoTokenizer load with from_pretrained."""
+    with _user_errors():
+        ck = ckpt.load(checkpoint, adam=False)
+        files = hf.export_folder(ck, folder, overwrite)
+    click.echo(f"wrote {folder}: {', '.join(files)}")
 
 
 @main.command()

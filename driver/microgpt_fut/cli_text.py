@@ -15,6 +15,7 @@ import click
 import numpy as np
 
 from . import checkpoint as ckpt
+from . import hf
 from . import curves
 from . import cli as _cli
 from .cli import _bad_option, _check_out, _runtime, _user_errors
@@ -22,7 +23,9 @@ from .data_parallel import DataParallelGPT2, runtimes
 from .gpt2 import GPT2Config, GPT2Model, Recipe
 from .pacing import CallPacer
 from .sample_output import print_samples
+from .data import read_text
 from .text import CharVocab, load_text
+from .tokenizer import Tokenizer, load_tokenizer, train_bpe
 from .text_training import TextSettings, TextTraining
 
 # Options of text runs (click's names) that the checkpoint fixes when resuming.
@@ -62,6 +65,10 @@ def _resume_plan(resume: Path, given: dict, steps_per_call: int, threads: int):
     where = f"checkpoint {str(resume)!r}"
     with _user_errors():
         ck = ckpt.load(resume)
+    for name in ("tokenizer", "vocab_size"):
+        if given.get(name) is not None:
+            raise _bad_option(f"{_opt(name)} conflicts with --resume: a resumed run keeps its "
+                              "tokenizer; leave it out")
     t = ck.train
     for name, key in _FIXED.items():
         if name in given and given[name] is not None and key in t and given[name] != t[key]:
@@ -87,11 +94,17 @@ def _resume_plan(resume: Path, given: dict, steps_per_call: int, threads: int):
 def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
     """`train --data-format text`: a GPT-2 on the text with nanoGPT's recipe, evaluated
     every --eval-every steps, saved to --out with its loss curves beside it."""
-    if o["arch"] != "gpt2" and (o["resume"] is None or "arch" in given):
+    if o["arch"] != "gpt2" and ((o["resume"] is None and o["init_from"] is None)
+                                or "arch" in given):
         raise _bad_option("--data-format text trains --arch gpt2 (microgpt's model trains on "
                           "--data-format lines)")
     resume, out = o["resume"], o["out"]
-    ck = None
+    ck = init = None
+    if o["init_from"] is not None:
+        init = _init_source(o["init_from"], given)
+    elif resume is None and o["vocab_size"] is not None and o["tokenizer"] != "bpe":
+        raise _bad_option("--vocab-size applies to --tokenizer bpe (the other tokenizers have "
+                          "their own)")
     if resume is None:
         if o["data"] is None:
             raise _bad_option("--data-format text needs --data FILE (a text file, e.g. "
@@ -101,7 +114,7 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
             settings.validate()
         except ValueError as e:
             raise _bad_option(str(e)) from None
-        if o["n_embd"] % o["n_head"]:
+        if init is None and o["n_embd"] % o["n_head"]:
             raise _bad_option(f"--n-embd {o['n_embd']} is not divisible by --n-head {o['n_head']}")
         data_path, encoding, val_fraction = o["data"], o["encoding"], o["val_fraction"]
     else:
@@ -114,20 +127,37 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
         curves.check_writable(out)
     rt = _runtime(o["backend"], o["device"], quiet, program="gpt2")
     with _user_errors():
-        block = ck.config.block_size if ck else o["block_size"]
-        data = load_text(data_path, block, val_fraction, encoding)
-        config = ck.config if ck else GPT2Config(data.vocab.size, o["n_embd"], o["n_head"],
-                                                 o["n_layer"], o["block_size"], o["mlp_width"],
-                                                 o["bias"])
+        if ck is not None:
+            config, tok = ck.config, ck.text_tokenizer()
+        elif init is not None:
+            config, tok = init.config, init.text_tokenizer()
+        else:
+            tok = _new_tokenizer(o, data_path, encoding, val_fraction)
+        data = load_text(data_path, ck.config.block_size if ck else
+                         init.config.block_size if init else o["block_size"],
+                         val_fraction, encoding, tok)
+        if ck is None and init is None:
+            config = GPT2Config(data.vocab.size, o["n_embd"], o["n_head"], o["n_layer"],
+                                o["block_size"], o["mlp_width"], o["bias"])
         config.validate()
     _cli._check_memory(config, o["backend"], rt, settings.batch_size, settings.steps_per_call,
-                       data.n_chars, settings.grad_accum, settings.threads, settings.eval_iters,
-                       out)
+                       data.n_tokens, settings.grad_accum, settings.threads,
+                       settings.eval_iters, out)
     with _user_errors():
-        run = (TextTraining.resume(rt, ck, data, settings) if ck else
-               TextTraining.start(rt, data, settings, config))
-    say(f"data: {data.path} | {data.n_chars:,} characters, vocab size {data.vocab.size} | "
-        f"train {len(data.train):,} tokens, val {len(data.val):,}")
+        if ck is not None:
+            run = TextTraining.resume(rt, ck, data, settings)
+        elif init is not None:
+            run = TextTraining.start(rt, data, settings, config, init.params,
+                                     _source_name(o["init_from"]))
+        else:
+            run = TextTraining.start(rt, data, settings, config)
+    kind = "characters" if isinstance(data.vocab, CharVocab) else "byte-level BPE"
+    say(f"data: {data.path} | {data.n_chars:,} characters, {data.n_tokens:,} tokens, vocab "
+        f"size {data.vocab.size} ({kind}) | train {len(data.train):,} tokens, val "
+        f"{len(data.val):,}")
+    if init is not None:
+        say(f"starting from the weights of {str(o['init_from'])!r}"
+            + (f" (step {init.step} of its run)" if init.step else ""))
     say(f"model: gpt2, {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
         f"block size {config.block_size}, {'with' if config.bias else 'no'} biases | "
         f"num params: {config.num_params() / 1e6:.2f}M | backend: {o['backend']}"
@@ -151,8 +181,62 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
     n = o["samples"] if o["samples"] is not None else 1
     temperature = o["temperature"] if o["temperature"] is not None else 0.8
     with _user_errors():
-        print_samples(iter_continuations(run.model, data.vocab, "\n", n, SAMPLE_TOKENS,
+        print_samples(iter_continuations(run.model, data.vocab, ["\n"], n, SAMPLE_TOKENS,
                                          temperature, 0, settings.seed), n, "text")
+
+
+def _source_name(path: Path) -> str:
+    return str(Path(path).resolve())
+
+
+def _init_source(path: Path, given: dict) -> ckpt.Checkpoint:
+    """The model of --init-from: a text checkpoint of ours or a Hugging Face GPT-2
+    folder (weights, sizes, tokenizer; no optimiser state). A --block-size below the
+    model's crops its positional table (nanoGPT's crop_block_size). One-line errors
+    when it cannot be read, is not a GPT-2 text model, or an option conflicts."""
+    where = f"--init-from {str(path)!r}"
+    with _user_errors():
+        init = hf.load_checkpoint(path) if hf.is_folder(path) else ckpt.load(path, adam=False)
+    if init.arch != "gpt2" or init.data_format != "text":
+        raise _bad_option(f"{where} is a {init.arch} model of {init.data_format}; a text run "
+                          "starts from a gpt2 text model")
+    for name in ("tokenizer", "vocab_size"):
+        if given.get(name) is not None:
+            raise _bad_option(f"{_opt(name)} conflicts with {where}: the run keeps the "
+                              "model's tokenizer")
+    for name in _SIZES:
+        value = given.get(name)
+        if value is None or value == getattr(init.config, name):
+            continue
+        if name == "block_size" and value < init.config.block_size:
+            continue
+        shown = _opt(name) if name != "bias" else "--bias/--no-bias"
+        raise _bad_option(f"{shown} {value} conflicts with {where}, whose model has "
+                          f"{getattr(init.config, name)}; leave it out (the model keeps its "
+                          "sizes; --block-size may only be smaller)")
+    T = given.get("block_size")
+    if T is not None and T < init.config.block_size:  # nanoGPT's crop_block_size
+        import dataclasses
+
+        init.config = dataclasses.replace(init.config, block_size=T)
+        init.params = {**init.params, "wpe": init.params["wpe"][:T].copy()}
+    return init
+
+
+def _new_tokenizer(o: dict, data_path: Path, encoding: str, val_fraction: float):
+    """The tokenizer of a fresh text run (--tokenizer): None for the text's characters
+    (load_text builds them), a byte-level BPE trained on the training split's text, or
+    the tokenizer read from a path."""
+    choice = o["tokenizer"] or "char"
+    if choice == "char":
+        return None
+    if choice == "bpe":
+        if o["vocab_size"] is None:
+            raise _bad_option("--tokenizer bpe needs --vocab-size N (e.g. 1024; GPT-2 has 50257)")
+        text = read_text(data_path, encoding)
+        # train on the training split only (the text's first 1 - val_fraction)
+        return train_bpe(text[:int(len(text) * (1 - val_fraction))], o["vocab_size"])
+    return load_tokenizer(choice)
 
 
 def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, quiet: bool,
@@ -197,54 +281,75 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
             bar.close()
 
 
-def iter_continuations(model: GPT2Model, vocab: CharVocab, prompt: str, n: int, max_new: int,
-                       temperature: float, top_k: int, seed: int) -> Iterator[list[str]]:
-    """n samples of ``prompt`` + max_new generated characters (nanoGPT's sample.py),
-    a device call's worth at a time (about pacing.CALL_SECONDS, at most
-    SAMPLE_CHUNK samples); sample i draws from random stream i, whatever the chunks.
-    Raises ValueError for an empty prompt and DataError for a character outside the
-    vocabulary."""
-    if not prompt:
+def iter_continuations(model: GPT2Model, vocab: Tokenizer, prompts: list[str], n: int,
+                       max_new: int, temperature: float, top_k: int, seed: int
+                       ) -> Iterator[list[str]]:
+    """n samples of each prompt + max_new generated tokens (nanoGPT's sample.py), in
+    prompt order, a device call's worth at a time (about pacing.CALL_SECONDS, at most
+    SAMPLE_CHUNK samples). Sample j of prompt p draws from random stream p*n + j,
+    whatever the chunks; each is decoded as text (a byte-level BPE's last incomplete
+    character is left out). Raises ValueError for an empty prompt and DataError
+    for text the tokenizer cannot encode."""
+    if any(not p for p in prompts):
         raise ValueError("--prompt is empty; give at least one character")
-    ids = vocab.encode(prompt, "--prompt")
+    ids = [vocab.encode(p, "--prompt") for p in prompts]
+    total = n * len(prompts)
     pacer, first = CallPacer(SAMPLE_CHUNK), 0
-    while first < n:
-        k = pacer.next_k(first, n - first)
+    while first < total:
+        k = pacer.next_k(first, total - first)
+        rows_of = [ids[i // n] for i in range(first, first + k)]
         t0 = time.perf_counter()
-        rows = model.generate(seed, k, temperature, top_k, ids, max_new, first) if max_new \
-            else np.zeros((k, 0), np.int64)
+        if not max_new:
+            rows = np.zeros((k, 0), np.int64)
+        elif len(prompts) == 1:
+            rows = model.generate(seed, k, temperature, top_k, ids[0], max_new, first)
+        else:
+            rows = model.generate_prompts(seed, temperature, top_k, rows_of, max_new, first)
         pacer.record(k, time.perf_counter() - t0)
+        out = []
+        for i, row in enumerate(rows):
+            p = (first + i) // n
+            out.append(prompts[p] + vocab.stream(ids[p]).push(row))
         first += k
-        yield [prompt + vocab.decode(r) for r in rows]
+        yield out
 
 
-def continuations(model: GPT2Model, vocab: CharVocab, prompt: str, n: int, max_new: int,
+def continuations(model: GPT2Model, vocab: Tokenizer, prompt: str, n: int, max_new: int,
                   temperature: float, top_k: int, seed: int) -> list[str]:
-    """The samples of ``iter_continuations`` as one list."""
-    return [t for part in iter_continuations(model, vocab, prompt, n, max_new, temperature,
+    """The samples of ``iter_continuations`` of one prompt, as one list."""
+    return [t for part in iter_continuations(model, vocab, [prompt], n, max_new, temperature,
                                              top_k, seed) for t in part]
 
 
 def sample(ck: ckpt.Checkpoint, o: dict) -> None:
-    """`sample` of a text checkpoint: continuations of --prompt."""
+    """`sample` of a text checkpoint (ours or a Hugging Face GPT-2 folder):
+    continuations of each --prompt, -n of each."""
     if o["max_new_tokens"] < 0:
         raise _bad_option(f"--max-new-tokens must be at least 0, got {o['max_new_tokens']}")
     n = o["num"] if o["num"] is not None else 1
     temperature = o["temperature"] if o["temperature"] is not None else 0.8
-    prompt = o["prompt"] if o["prompt"] is not None else "\n"
-    vocab = CharVocab("".join(ck.vocab))
-    if not prompt:
+    prompts = list(o["prompt"]) or ["\n"]
+    vocab = ck.text_tokenizer()
+    if any(not p for p in prompts):
         raise _bad_option("--prompt is empty; give at least one character")
-    with _user_errors():
-        vocab.encode(prompt, "--prompt")  # before the backend starts
+    with _user_errors():  # before the backend starts
+        lengths = [len(vocab.encode(p, "--prompt")) for p in prompts]
+    T = ck.config.block_size
+    for p, length in zip(prompts, lengths):
+        if length > T:
+            click.echo(f"note: --prompt {_short(p)} has {length} tokens, more than the model's "
+                       f"context of {T}: it sees the last {T}", err=True)
     rt = _runtime(o["backend"], o["device"], quiet=False, program="gpt2")
     with _user_errors():
-        if min(o["threads"], n) > 1:
-            model = DataParallelGPT2.from_arrays(runtimes(rt, min(o["threads"], n)), ck.config,
-                                                 ck.params)
+        if min(o["threads"], n * len(prompts)) > 1:
+            model = DataParallelGPT2.from_arrays(
+                runtimes(rt, min(o["threads"], n * len(prompts))), ck.config, ck.params)
         else:
             model = GPT2Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
-        print_samples(iter_continuations(model, vocab, prompt, n, o["max_new_tokens"],
-                                         temperature, o["top_k"], o["seed"]), n, "text",
-                      o["plain"])
+        print_samples(iter_continuations(model, vocab, prompts, n, o["max_new_tokens"],
+                                         temperature, o["top_k"], o["seed"]),
+                      n * len(prompts), "text", o["plain"])
 
+
+def _short(text: str, width: int = 30) -> str:
+    return repr(text if len(text) <= width else text[:width] + "...")

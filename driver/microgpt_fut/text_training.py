@@ -132,19 +132,30 @@ class TextTraining:
         self.seconds = 0.0   # time in this object's training calls
         self.pacer = CallPacer(settings.steps_per_call)
         self.eval_pacer = CallPacer(settings.eval_iters)
+        self.init_from = ""  # the model the run started from (train --init-from), if any
 
     @classmethod
     def start(cls, rt: Runtime, data: TextData, settings: TextSettings,
-              config: GPT2Config) -> "TextTraining":
-        """A fresh run: GPT-2's initialisation under settings.seed. Raises
-        ValueError naming the option for bad settings or sizes."""
+              config: GPT2Config, params: dict[str, np.ndarray] | None = None,
+              init_from: str = "") -> "TextTraining":
+        """A fresh run: GPT-2's initialisation under settings.seed, or (``train
+        --init-from``) the weights ``params`` (device arrays of config's shapes) with
+        AdamW's moments at zero; ``init_from`` names that model in the checkpoint.
+
+        config.vocab_size must be the tokenizer's size, or (a model whose vocabulary
+        is padded, like nanoGPT's 50304) larger. Raises ValueError naming the option
+        for bad settings or sizes."""
         settings.validate()
         config.validate()
-        if config.vocab_size != data.vocab.size:
+        if config.vocab_size != data.vocab.size and not (
+                params is not None and config.vocab_size > data.vocab.size):
             raise ValueError(f"vocab_size {config.vocab_size} does not match the text's "
                              f"{data.vocab.size}")
-        model = settings.model(rt, config)
-        return cls(model, data, settings, np.zeros(0, np.float32), np.zeros(0, np.float32), [])
+        model = settings.model(rt, config) if params is None else \
+            settings.model(rt, config, params)
+        run = cls(model, data, settings, np.zeros(0, np.float32), np.zeros(0, np.float32), [])
+        run.init_from = init_from
+        return run
 
     @classmethod
     def resume(cls, rt: Runtime, ck: Checkpoint, data: TextData,
@@ -161,7 +172,9 @@ class TextTraining:
         if not 0 <= ck.step <= settings.num_steps:
             raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
         model = settings.model(rt, ck.config, ck.params, ck.m, ck.v, step=ck.step)
-        return cls(model, data, settings, ck.losses, ck.norms, ck.evals or [])
+        run = cls(model, data, settings, ck.losses, ck.norms, ck.evals or [])
+        run.init_from = ck.train.get("init_from", "")
+        return run
 
     @property
     def num_steps(self) -> int:
@@ -285,6 +298,9 @@ class TextTraining:
         train.update({"data": description or d.path, "data_path": str(Path(d.path).resolve()),
                       "data_sha256": d.sha256, "n_chars": d.n_chars, "encoding": d.encoding,
                       "val_fraction": float(d.val_fraction)})
-        return Checkpoint(self.model.config, list(d.vocab.chars), self.model.params(), m, v,
-                          self.step, train, self.losses.copy(), "text", self.norms.copy(),
-                          [list(e) for e in self.evals])
+        if self.init_from:
+            train["init_from"] = self.init_from
+        # the tokenizer: a character vocabulary is stored as the "vocab" list, as before
+        return Checkpoint(self.model.config, [], self.model.params(), m, v, self.step, train,
+                          self.losses.copy(), "text", self.norms.copy(),
+                          [list(e) for e in self.evals], tokenizer=d.vocab)

@@ -1,0 +1,166 @@
+"""The command line of Hugging Face GPT-2 folders and BPE: `sample --checkpoint DIR`,
+`train --init-from DIR`, `train --tokenizer bpe --vocab-size N`, `export-hf`, and
+the one-line refusals around them. The library underneath is tested against
+transformers in test_hf.py; here every check compares with transformers or with
+our own earlier outputs through another path."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cli_helpers import assert_one_line_error, need_backend
+from conftest import get_runtime
+from hf_helpers import SHAKESPEARE, need, random_hf_model, save_hf_folder, shakespeare, small_bpe
+from microgpt_fut import checkpoint as ckpt
+from microgpt_fut.cli import main
+from microgpt_fut.gpt2 import GPT2Model
+
+SIZES = ["--n-embd", "32", "--n-layer", "2", "--n-head", "2", "--block-size", "32"]
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("text") / "shakespeare_40k.txt"
+    path.write_text(shakespeare()[:40000], encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def bpe_run(text_file, tmp_path_factory):
+    """A 30-step text run with a 300-id byte-level BPE trained by --tokenizer bpe."""
+    need_backend("c")
+    out = tmp_path_factory.mktemp("bpe") / "bpe.safetensors"
+    r = run("train", "--arch", "gpt2", "--data-format", "text", "--data", text_file, *SIZES,
+            "--tokenizer", "bpe", "--vocab-size", 300, "--batch-size", 4, "--steps", 30,
+            "--eval-every", 10, "--eval-iters", 2, "--samples", 0, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert "vocab size 300 (byte-level BPE)" in r.output
+    return out
+
+
+def test_bpe_run_exports_to_a_folder_transformers_loads_with_our_logits(bpe_run, tmp_path):
+    torch, transformers = need("torch"), need("transformers")
+    ck = ckpt.load(bpe_run)
+    tok = ck.text_tokenizer()
+    assert tok.size == 300 and ck.config.vocab_size == 300 and ck.vocab == []
+    # the BPE was trained on the training split: its merges encode the text compactly
+    ids = tok.encode(SHAKESPEARE.read_text(encoding="utf-8")[:2000], "text")
+    assert len(ids) < 2000 * 0.75
+    folder = tmp_path / "hf"
+    r = run("export-hf", bpe_run, folder)
+    assert r.exit_code == 0 and f"wrote {folder}" in r.output
+    model = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+    auto = transformers.AutoTokenizer.from_pretrained(folder)
+    prompt = "ROMEO:\nWhat light through yonder"
+    ours_ids = tok.encode(prompt, "prompt")
+    assert auto(prompt)["input_ids"] == ours_ids.tolist()
+    ours = GPT2Model.from_arrays(get_runtime("c", "gpt2"), ck.config, ck.params).logits_seq(
+        ours_ids[None])
+    with torch.no_grad():
+        theirs = model(torch.tensor(ours_ids[None])).logits.numpy()
+    assert np.abs(ours - theirs).max() <= 1e-4 * np.abs(theirs).max()
+    again = run("export-hf", bpe_run, folder)
+    assert_one_line_error(again, "exists and is not empty")
+    assert run("export-hf", bpe_run, folder, "--overwrite").exit_code == 0
+
+
+def test_bpe_run_resumes_bit_for_bit(bpe_run, text_file, tmp_path, monkeypatch):
+    """A real SIGINT after the call ending at step 20 saves; `train --resume` (which
+    reads the BPE back from the checkpoint) then ends with the straight run's bits."""
+    import os
+    import signal
+
+    real = GPT2Model.train
+
+    def train_then_signal(self, *a, **kw):
+        out = real(self, *a, **kw)
+        if self.step() == 20:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    part = tmp_path / "part.safetensors"
+    with monkeypatch.context() as m:
+        m.setattr(GPT2Model, "train", train_then_signal)
+        r = run("train", "--arch", "gpt2", "--data-format", "text", "--data", text_file,
+                *SIZES, "--tokenizer", "bpe", "--vocab-size", 300, "--batch-size", 4,
+                "--steps", 30, "--eval-every", 10, "--eval-iters", 2, "--samples", 0,
+                "--out", part)
+    assert r.exit_code == 130 and ckpt.load(part).step == 20, r.output
+    r = run("train", "--resume", part, "--tokenizer", "char")
+    assert r.exit_code == 2
+    assert_one_line_error(r, "--tokenizer conflicts with --resume")
+    assert run("train", "--resume", part, "--samples", 0).exit_code == 0
+    a, b = ckpt.load(part), ckpt.load(bpe_run)
+    for k in b.params:
+        np.testing.assert_array_equal(a.params[k], b.params[k])
+    np.testing.assert_array_equal(a.losses, b.losses)
+    assert a.evals == b.evals and a.text_tokenizer() == b.text_tokenizer()
+
+
+def test_sample_a_hf_folder_equals_transformers_generate(tmp_path):
+    """Greedy continuations of two prompts of different lengths, given together, are
+    the tokens of transformers' generate(do_sample=False), decoded."""
+    need_backend("c")
+    torch = need("torch")
+    tok = small_bpe()
+    model = random_hf_model(tok.size)
+    folder = save_hf_folder(tmp_path / "hf", model, tok)
+    prompts = ["ROMEO:", "To be, or not to be"]
+    r = run("sample", "--checkpoint", folder, "--prompt", prompts[0], "--prompt", prompts[1],
+            "--max-new-tokens", 12, "--temperature", 0, "--plain")
+    assert r.exit_code == 0, r.output
+    got = [json.loads(line) for line in r.stdout.splitlines()]
+    for prompt, text in zip(prompts, got):
+        ids = tok.encode(prompt, "prompt")
+        with torch.no_grad():
+            out = model.generate(torch.tensor(ids[None]), max_new_tokens=12, do_sample=False,
+                                 pad_token_id=0)[0, len(ids):].numpy()
+        assert text == prompt + tok.stream(ids).push(out)
+
+
+def test_init_from_a_hf_folder_fine_tunes(tmp_path, text_file):
+    """From a random GPT-2 folder with a cropped context (--block-size 16 of its 32
+    positions): the evaluations' val loss falls over the run, and the checkpoint
+    keeps the folder's tokenizer and weights' shapes."""
+    need_backend("c")
+    tok = small_bpe()
+    folder = save_hf_folder(tmp_path / "hf", random_hf_model(tok.size), tok)
+    out = tmp_path / "ft.safetensors"
+    r = run("train", "--init-from", folder, "--data", text_file, "--block-size", 16,
+            "--batch-size", 8, "--steps", 40, "--lr", 3e-3, "--eval-every", 20,
+            "--eval-iters", 4, "--samples", 0, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert f"starting from the weights of {str(folder)!r}" in r.output
+    ck = ckpt.load(out)
+    assert ck.config.block_size == 16 and ck.params["wpe"].shape == (16, 32)
+    assert ck.text_tokenizer() == tok and ck.train["init_from"] == str(folder.resolve())
+    (s0, _, v0), *_, (s1, _, v1) = ck.evals
+    assert (s0, s1) == (0, 40) and v1 < v0
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--tokenizer", "bpe"], "--tokenizer bpe needs --vocab-size"),
+    (["--vocab-size", "300"], "--vocab-size applies to --tokenizer bpe"),
+    (["--tokenizer", "bpe", "--vocab-size", "100"], "257"),
+    (["--tokenizer", "nope/tokenizer.json"], "does not exist"),
+])
+def test_tokenizer_option_errors(text_file, tmp_path, args, fragment):
+    r = run("train", "--arch", "gpt2", "--data-format", "text", "--data", text_file, *SIZES,
+            "--steps", 2, "--out", tmp_path / "x.safetensors", *args)
+    assert_one_line_error(r, fragment)
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_a_prompt_longer_than_the_context_gets_a_note(bpe_run):
+    long = "O Romeo, Romeo! wherefore art thou Romeo? " * 4
+    r = run("sample", "--checkpoint", bpe_run, "--prompt", long, "--max-new-tokens", 3)
+    assert r.exit_code == 0, r.output
+    assert r.stderr.startswith("note: --prompt 'O Romeo, Romeo! wherefore art ...' has ")
+    assert "more than the model's context of 32: it sees the last 32" in r.stderr
