@@ -144,12 +144,14 @@ def test_configurations():
     gpt2 = C.GPU_CONFIGS["gpt2-124M"]
     assert (gpt2.n_embd, gpt2.n_head, gpt2.n_layer, gpt2.block_size) == (768, 12, 12, 1024)
     assert gpt2.data == "random" and gpt2.sample_n == 0
-    assert all(c.torch_compile == (c.block_size > 16) for c in full)
+    assert [c.name for c in full if c.torch_compile] == ["D", "H", "F", "J", "K", "gpt2-124M"]
+    assert all(c.block_size > 16 for c in dry if c.torch_compile)  # one shape per config
     assert [c.name for c in dry] == list(C.DRY_RUN)
     for c in dry:
         assert c.n_embd % c.n_head == 0 and c.n_embd <= C.GPU_CONFIGS[c.name].n_embd
     assert C.first_step_config("microgpt").name == "D"
-    assert C.first_step_config("gpt2", dry_run=True).n_embd == 48
+    g = C.first_step_config("gpt2", dry_run=True)
+    assert g.n_embd == 48 and g.batch == 1 and g.name == "gpt2-124M-B1"
     assert [c.arch for c in C.configs(arch="gpt2")] == ["gpt2"]
 
 
@@ -252,6 +254,9 @@ def _steps() -> list[runner.Step]:
              "kernel_cache": "hit"}], meta=meta("cuda", "first_step", [d], "cached")),
         runner.Step("cuda first step (cold)", "not run: build failed", 0.0,
                     meta=meta("cuda", "first_step", [d], "cold")),
+        runner.Step("cuda first step (cold)", "killed at its deadline", 330.0, [
+            {"event": "runtime", "runtime_s": 250.0, "kernel_cache": "compiled"}],
+            meta=meta("cuda", "first_step", [d], "cold")),
     ]
 
 
@@ -263,8 +268,9 @@ def test_report_rows_ratios_and_targets():
     assert "warm-up of 30.0 s" in by[("D", "cuda")]["notes"]
     assert by[("D", "torch.compile")]["x_torch"] == 1.6
     first = report.first_step_rows(_steps())
-    assert [(r["caches"], r["status"]) for r in first] == [("cached", "ok"),
-                                                           ("cold", "not run: build failed")]
+    assert [(r["caches"], r["status"]) for r in first] == [
+        ("cached", "ok"), ("cold", "not run: build failed"), ("cold", "killed at its deadline")]
+    assert first[2]["runtime_s"] == 250.0 and first[2]["kernel_cache"] == "compiled"
     lines = report.targets(sweep, first, "cuda")
     assert lines[0].endswith("met (A 2.00x)")
     assert "not measured" in lines[1]

@@ -42,8 +42,10 @@ def first_step_rows(steps) -> list[dict]:
         row = {"engine": m["engine"], "arch": m["arch"], "config": m["configs"][0]["name"],
                "caches": m["state"], "status": "ok" if ev else st.status,
                "notes": err or ("" if ev or st.ok else (st.tail[-1][:200] if st.tail else ""))}
-        if ev:
-            row.update({k: ev.get(k, "") for k in FIRST_COLUMNS if k in ev})
+        rt = next((e for e in st.events if e["event"] == "runtime"), None)
+        for e in (rt, ev):  # a step killed after its context was made still says how long that took
+            if e:
+                row.update({k: e[k] for k in FIRST_COLUMNS if k in e})
         rows.append(row)
     return rows
 

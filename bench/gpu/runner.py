@@ -99,6 +99,7 @@ class Run:
             "MICROGPT_FUT_SHARED_DATA": str(self.payload / "data"),
             LOCK_ENV: str(s / "gpu.lock"),
             "TORCHINDUCTOR_CACHE_DIR": str(s / "inductor-sweep"),
+            "TRITON_CACHE_DIR": str(s / "inductor-sweep" / "triton"),
         })
         return env
 
@@ -224,7 +225,7 @@ def futhark_lane(run: Run, arch: str) -> None:
     cold = run.worker(f"{target} first step (cold)", {"mode": "first_step", "engine": eng,
                       "arch": arch, "configs": _first_config(run, arch)}, run.caps["cold"],
                       state="cold")
-    if not any(e["event"] == "first_step" for e in cold.events):
+    if not any(e["event"] == "runtime" for e in cold.events):  # no context: no cached kernels
         return skip_rest(f"its first context did not start ({cold.status})",
                          "first step (cold)")
     tests = ["tests/test_kernels.py", "tests/test_kernel_cache.py"] if arch == "microgpt" \
@@ -253,8 +254,9 @@ def gpu_held(run: Run):
 
 
 def torch_lane(run: Run) -> None:
-    """PyTorch: eager first steps, eager sweep, torch.compile first steps (empty,
-    then filled inductor cache), torch.compile sweep."""
+    """PyTorch: eager first steps, the eager sweep, the torch.compile sweep (the
+    targets' ratios), then torch.compile's first steps with empty and then filled
+    inductor and Triton caches (their own folders: the sweep's do not warm them)."""
     eager = {"kind": "torch", "device": run.device, "compile": False}
     # the dry run compiles with dynamo and AOTAutograd but no inductor code generation:
     # inductor's C++ took 169 s for one first step on the 2 busy vCPUs here
@@ -267,15 +269,17 @@ def torch_lane(run: Run) -> None:
                        run.caps["cached"], state=state)
     run.worker("torch sweep", {"mode": "sweep", "engine": eager, "arch": "microgpt",
                "configs": _configs(run, "microgpt") + _configs(run, "gpt2")}, run.left())
-    env = {**run.env, "TORCHINDUCTOR_CACHE_DIR": str(run.scratch / "inductor-first")}
-    for arch in ("microgpt", "gpt2"):
+    run.worker("torch.compile sweep", {"mode": "sweep", "engine": comp, "arch": "microgpt",
+               "configs": _configs(run, "microgpt", True) + _configs(run, "gpt2", True),
+               "sample": False}, run.left())
+    first = run.scratch / "inductor-first"
+    env = {**run.env, "TORCHINDUCTOR_CACHE_DIR": str(first),
+           "TRITON_CACHE_DIR": str(first / "triton")}
+    for arch in ("gpt2", "microgpt"):
         for state in ("cold", "cached"):
             run.worker(f"torch.compile {arch} first step ({state})", {"mode": "first_step",
                        "engine": comp, "arch": arch, "configs": _first_config(run, arch)},
                        run.caps["cold"], env, state=state)
-    run.worker("torch.compile sweep", {"mode": "sweep", "engine": comp, "arch": "microgpt",
-               "configs": _configs(run, "microgpt", True) + _configs(run, "gpt2", True),
-               "sample": False}, run.left())
 
 
 def main(argv: list[str] | None = None) -> int:

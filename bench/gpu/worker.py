@@ -214,6 +214,7 @@ def first_step(spec: dict) -> None:
     t0 = now()
     engine = make_engine(spec)
     runtime_s = now() - t0
+    emit("runtime", runtime_s=round(runtime_s, 3), kernel_cache=engine.kernel_cache)
     t0 = now()
     ds, vocab = dataset(cfg)
     m = engine.model(model_config(cfg, vocab))
