@@ -286,8 +286,9 @@ class Runtime:
     or ``$MICROGPT_FUT_KERNEL_CACHE=off`` turns it off), and a context that
     compiles says so once per process in one line on stderr, unless ``quiet``.
     pocl compiles each kernel on its first call and keeps its own cache
-    (``~/.cache/pocl``): Futhark's cache file is not used there (with one,
-    creating a context had not finished after 7 CPU-minutes; 7 s without).
+    (``~/.cache/pocl``): Futhark's cache file is not used there (with one, creating
+    microgpt's context had not finished after 240 s here, 55 CPU-seconds, where it
+    takes 9 s without).
 
     ``close()`` syncs and frees every value the context made, then the context;
     it also runs when the Runtime is collected and at interpreter exit. Values
