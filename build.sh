@@ -246,7 +246,8 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
   # the C compiler and flags, for the tests that check what they promise
   printf '%s\n%s\n' "$(kernel_cc "$b")" "$(kernel_cflags "$b") ${CFLAGS:-}" > "$out/compiler.txt"
   build_hash "$b" > "$out/.src_hash"
-  say "backend $b compiled in $(( $(date +%s) - t0 )) s (C compiler: $(basename "$(kernel_cc "$b")"))"
+  if [ -n "${GENERATE_ONLY:-}" ]; then say "backend $b: C generated in $(( $(date +%s) - t0 )) s"
+  else say "backend $b compiled in $(( $(date +%s) - t0 )) s (C compiler: $(basename "$(kernel_cc "$b")"))"; fi
 }
 up_to_date() {  # up_to_date BACKEND: its library (GENERATE_ONLY: its C) is built from the current sources and flags
   [ -f "$BUILD/$1/.src_hash" ] && [ "$(cat "$BUILD/$1/.src_hash")" = "$(build_hash "$1")" ] &&
