@@ -262,6 +262,8 @@ def _steps() -> list[runner.Step]:
 
 def test_report_rows_ratios_and_targets():
     sweep = report.sweep_rows(_steps())
+    assert [(r["config"], r["engine"]) for r in sweep] == [
+        ("A", "cuda"), ("A", "torch"), ("D", "cuda"), ("D", "torch"), ("D", "torch.compile")]
     by = {(r["config"], r["engine"]): r for r in sweep}
     assert by[("A", "cuda")]["x_torch"] == 2.0 and by[("A", "cuda")]["sample_x_torch"] == 0.5
     assert by[("D", "cuda")]["train_tok_s"] == "timeout"

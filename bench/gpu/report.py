@@ -94,6 +94,9 @@ def sweep_rows(steps) -> list[dict]:
                 notes += [f"sample: {evs['sample']['note']}"] if evs["sample"].get("note") else []
             rows.append({**row, "notes": "; ".join(n for n in notes if n)})
     add_ratios(rows)
+    order = {n: i for i, n in enumerate(GPU_CONFIGS)}
+    engines = {"cuda": 0, "c": 0, "torch": 1, "torch.compile": 2}
+    rows.sort(key=lambda r: (order.get(r["config"], len(order)), engines.get(r["engine"], 3)))
     return rows
 
 
