@@ -270,9 +270,9 @@ def test_report_rows_ratios_and_targets():
     assert "warm-up of 30.0 s" in by[("D", "cuda")]["notes"]
     assert by[("D", "torch.compile")]["x_torch"] == 1.6
     first = report.first_step_rows(_steps())
-    assert [(r["caches"], r["status"]) for r in first] == [
-        ("cached", "ok"), ("cold", "not run: build failed"), ("cold", "killed at its deadline")]
-    assert first[2]["runtime_s"] == 250.0 and first[2]["kernel_cache"] == "compiled"
+    assert [(r["caches"], r["status"]) for r in first] == [  # cold before cached
+        ("cold", "not run: build failed"), ("cold", "killed at its deadline"), ("cached", "ok")]
+    assert first[1]["runtime_s"] == 250.0 and first[1]["kernel_cache"] == "compiled"
     lines = report.targets(sweep, first, "cuda")
     assert lines[0].endswith("met (A 2.00x)")
     assert "not measured" in lines[1]

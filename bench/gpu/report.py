@@ -47,6 +47,10 @@ def first_step_rows(steps) -> list[dict]:
             if e:
                 row.update({k: e[k] for k in FIRST_COLUMNS if k in e})
         rows.append(row)
+    rank = {"cuda": 0, "c": 0, "torch": 1, "torch.compile": 2, "microgpt": 0, "gpt2": 1,
+            "cold": 0, "cached": 1}
+    rows.sort(key=lambda r: (rank.get(r["engine"], 3), rank.get(r["arch"], 2),
+                             rank.get(r["caches"], 2)))
     return rows
 
 
