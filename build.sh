@@ -5,6 +5,9 @@
 #                              libraries (microgpt's and GPT-2's): what `train` needs
 #   ./build.sh all             the same, and every backend (what the tests need)
 #   BACKENDS="c multicore" ./build.sh    only these targets
+#   GENERATE_ONLY=1 BACKENDS="cuda gpt2_cuda" MICROGPT_FUT_BUILD=DIR ./build.sh
+#                              only the C that futhark generates (no CFFI module), to be
+#                              compiled on another machine (bench/gpu/prepare)
 #
 # A target is a backend (microgpt's library), gpt2_<backend> (GPT-2's) or seed_port.
 # `all` also compiles seed_port, the benchmark's baseline of the seed port's
@@ -39,7 +42,9 @@ for p in ocl-icd-opencl-dev pocl-opencl-icd clinfo gcc python3-venv; do
 done
 # python3-venv is only needed when the python3 on PATH is Debian's own
 if [ "$(command -v python3)" != /usr/bin/python3 ]; then need_pkgs=${need_pkgs// python3-venv/}; fi
-if [ -n "${need_pkgs// /}" ]; then
+if [ -n "${GENERATE_ONLY:-}" ]; then
+  say "GENERATE_ONLY: no system packages or virtual environment needed"
+elif [ -n "${need_pkgs// /}" ]; then
   say "installing Debian packages:$need_pkgs"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $need_pkgs
@@ -97,18 +102,22 @@ fi
 say "using $FUT (Futhark $("$FUT" --version | sed -n 's/^Futhark \([0-9][0-9.]*[0-9]\).*/\1/p' | head -n1))"
 
 # --- 3. Python virtual environment --------------------------------------------
-if [ ! -x "$VENV/bin/python" ]; then
-  say "creating virtual environment $VENV"
-  python3 -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" -c "import microgpt_fut, futhark_ffi, pytest" 2>/dev/null \
-   || [ pyproject.toml -nt "$VENV/.installed" ]; then
-  say "installing microgpt-fut (editable) with test extras into $VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e ".[test]"
-  touch "$VENV/.installed"
+if [ -n "${GENERATE_ONLY:-}" ]; then
+  :  # futhark alone generates the C
 else
-  say "virtual environment up to date"
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "creating virtual environment $VENV"
+    python3 -m venv "$VENV"
+  fi
+  if ! "$VENV/bin/python" -c "import microgpt_fut, futhark_ffi, pytest" 2>/dev/null \
+     || [ pyproject.toml -nt "$VENV/.installed" ]; then
+    say "installing microgpt-fut (editable) with test extras into $VENV"
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q -e ".[test]"
+    touch "$VENV/.installed"
+  else
+    say "virtual environment up to date"
+  fi
 fi
 
 # --- 4. compile the kernels, one library per backend ---------------------------
@@ -195,6 +204,13 @@ build_hash() {  # build_hash BACKEND: changes when the sources or the C flags ch
 kernel_ldflags() {  # kernel_ldflags BACKEND: where the cuda build finds libcudart/libnvrtc
   if [ "$(futhark_backend "$1")" = cuda ] && [ -d "$CUDA_DIR/lib64" ]; then echo "-L$CUDA_DIR/lib64 -L$CUDA_DIR/lib64/stubs"; fi
 }
+cache_fixup() {  # cache_fixup FILE: Futhark 0.25.32's kernel cache reader, NUL-terminated
+  # cache_restore returns the cached bytes without a terminating NUL, and the cuda
+  # backend hands them to cuModuleLoadData as a PTX string, which reads past the
+  # buffer; one byte more, zeroed, ends the string (harmless for OpenCL binaries).
+  # Same substitution in bench/gpu/build.py (tests/test_gpu_bench.py compares them).
+  sed -i 's/^  \*buf = malloc(\*buflen);$/  *buf = calloc(*buflen + 1, 1);/' "$1"
+}
 cuda_fixup() {  # cuda_fixup FILE: Futhark 0.25.32's host code against CUDA 13's cuda.h
   # CUDA 13 maps cuCtxCreate to cuCtxCreate_v4, which takes a parameters pointer
   # (NULL: the defaults); the generated code calls the 3-argument form.
@@ -217,21 +233,26 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
     done &&
     "$FUT" "$(futhark_backend "$b")" --library -o "$out/microgpt_$b" \
       "$out/src/$(basename "$(program "$b")")" &&
-    if [ "$(futhark_backend "$b")" = cuda ]; then cuda_fixup "$out/microgpt_$b.c"; fi &&
-    # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the
-    # optimisation level is given here; -g0 halves gcc's time on the generated C.
-    (cd "$out" && CC="$(kernel_cc "$b")" CFLAGS="$(kernel_cflags "$b") ${CFLAGS:-}" \
-                   LDFLAGS="$(kernel_ldflags "$b") ${LDFLAGS:-}" \
-                   "$VENV/bin/build_futhark_ffi" "microgpt_$b")
+    if ! cpu_backend "$b"; then cache_fixup "$out/microgpt_$b.c"; fi &&
+    if [ -z "${GENERATE_ONLY:-}" ]; then
+      if [ "$(futhark_backend "$b")" = cuda ]; then cuda_fixup "$out/microgpt_$b.c"; fi &&
+      # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the
+      # optimisation level is given here; -g0 halves gcc's time on the generated C.
+      (cd "$out" && CC="$(kernel_cc "$b")" CFLAGS="$(kernel_cflags "$b") ${CFLAGS:-}" \
+                     LDFLAGS="$(kernel_ldflags "$b") ${LDFLAGS:-}" \
+                     "$VENV/bin/build_futhark_ffi" "microgpt_$b")
+    fi
   } > "$out/build.log" 2>&1 || return 1
   # the C compiler and flags, for the tests that check what they promise
   printf '%s\n%s\n' "$(kernel_cc "$b")" "$(kernel_cflags "$b") ${CFLAGS:-}" > "$out/compiler.txt"
   build_hash "$b" > "$out/.src_hash"
-  say "backend $b compiled in $(( $(date +%s) - t0 )) s (C compiler: $(basename "$(kernel_cc "$b")"))"
+  if [ -n "${GENERATE_ONLY:-}" ]; then say "backend $b: C generated in $(( $(date +%s) - t0 )) s"
+  else say "backend $b compiled in $(( $(date +%s) - t0 )) s (C compiler: $(basename "$(kernel_cc "$b")"))"; fi
 }
-up_to_date() {  # up_to_date BACKEND: its library is built from the current sources and flags
+up_to_date() {  # up_to_date BACKEND: its library (GENERATE_ONLY: its C) is built from the current sources and flags
   [ -f "$BUILD/$1/.src_hash" ] && [ "$(cat "$BUILD/$1/.src_hash")" = "$(build_hash "$1")" ] &&
-    ls "$BUILD/$1"/_microgpt_"$1"*.so >/dev/null 2>&1
+    if [ -n "${GENERATE_ONLY:-}" ]; then [ -f "$BUILD/$1/microgpt_$1.c" ]
+    else ls "$BUILD/$1"/_microgpt_"$1"*.so >/dev/null 2>&1; fi
 }
 todo=() pids=()
 for b in $BACKENDS; do

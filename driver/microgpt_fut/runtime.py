@@ -5,6 +5,7 @@ Each backend (c, multicore, opencl, cuda) is compiled by build.sh into
 for each program: microgpt's (futhark/microgpt.fut, folder ``<backend>``) and
 GPT-2's (futhark/gpt2.fut, folder ``gpt2_<backend>``).
 This module finds and loads one, applies the pocl workaround where needed,
+keeps the GPU backends' compiled kernels between processes (kernel_cache),
 syncs the context where futhark-ffi does not, and frees every value before its
 context (context.OwnedContext).
 """
@@ -19,6 +20,7 @@ from types import SimpleNamespace
 
 from futhark_ffi import Futhark
 
+from . import kernel_cache as kernel_cache_mod
 from .context import OwnedContext
 
 BACKENDS = ("c", "multicore", "opencl", "cuda")
@@ -84,6 +86,7 @@ class OpenCLDevice:
     name: str
     is_gpu: bool
     memory: int = 0  # global memory in bytes (0: unknown)
+    version: str = ""  # platform, device and driver versions (the kernel cache's key)
 
     @property
     def is_pocl(self) -> bool:
@@ -105,9 +108,11 @@ def opencl_devices() -> list[OpenCLDevice]:
         except Exception:
             continue
         for d in devs:
+            version = "; ".join(str(getattr(o, a, "")).strip() for o, a in (
+                (p, "version"), (d, "version"), (d, "driver_version")))
             out.append(OpenCLDevice(len(out), p.name.strip(), d.name.strip(),
                                     bool(d.type & cl.device_type.GPU),
-                                    int(getattr(d, "global_mem_size", 0) or 0)))
+                                    int(getattr(d, "global_mem_size", 0) or 0), version))
     return out
 
 
@@ -129,18 +134,25 @@ def choose_opencl_device(index: int | None) -> OpenCLDevice:
     return devs[index]
 
 
+def _libcuda():
+    """The CUDA driver library (ctypes), or None when there is none."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
 def cuda_device_count() -> int | None:
     """Number of CUDA devices the driver reports (0 when it finds none), or None
     when there is no CUDA driver library to ask."""
     import ctypes
 
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            lib = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    else:
+    lib = _libcuda()
+    if lib is None:
         return None
     try:
         if lib.cuInit(0) != 0:  # e.g. CUDA_ERROR_NO_DEVICE
@@ -149,6 +161,36 @@ def cuda_device_count() -> int | None:
         if lib.cuDeviceGetCount(ctypes.byref(n)) != 0:
             return None
         return n.value
+    except AttributeError:
+        return None
+
+
+def cuda_device_description(index: int | None) -> str | None:
+    """The driver version, name and compute capability of CUDA device ``index``
+    (None: of every device, since Futhark then picks the one of highest compute
+    capability), as one line; None when the driver cannot be asked."""
+    import ctypes
+
+    lib = _libcuda()
+    if lib is None:
+        return None
+    try:
+        version, count = ctypes.c_int(0), ctypes.c_int(0)
+        if (lib.cuInit(0) != 0 or lib.cuDriverGetVersion(ctypes.byref(version)) != 0
+                or lib.cuDeviceGetCount(ctypes.byref(count)) != 0):
+            return None
+        parts = [f"cuda driver {version.value}"]
+        for i in range(count.value) if index is None else [index]:
+            dev, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+            name = ctypes.create_string_buffer(256)
+            if (lib.cuDeviceGet(ctypes.byref(dev), i) != 0
+                    or lib.cuDeviceGetName(name, 255, dev) != 0
+                    or lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0  # CC major
+                    or lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0):  # minor
+                return None
+            parts.append(f"#{i} {name.value.decode(errors='replace')} "
+                         f"sm_{major.value}{minor.value}")
+        return "; ".join(parts)
     except AttributeError:
         return None
 
@@ -204,6 +246,28 @@ class _LibWithBuildOptions:
         return cfg
 
 
+_ANNOUNCED: set[str] = set()
+
+
+def _announce(backend: str, program: str, target: str, cache) -> None:
+    """Say once per process and library, in one line on stderr, that the kernels are
+    being compiled (when no cached ones are there) and where they will be kept."""
+    if (cache is not None and cache.hit) or target in _ANNOUNCED:
+        return
+    _ANNOUNCED.add(target)
+    folder = kernel_cache_mod.cache_dir()
+    if cache is not None:
+        where = f"kept in {cache.final.parent} for later runs"
+        if cache.damaged:
+            where = "the cached ones failed their check; " + where
+    elif folder is None:
+        where = f"not kept: the kernel cache is off (${kernel_cache_mod.ENV})"
+    else:
+        where = f"not kept: {folder} cannot be written"
+    print(f"note: compiling the {backend} kernels of {program} (can take minutes; {where})",
+          file=sys.stderr, flush=True)
+
+
 class Runtime:
     """One loaded backend: a futhark-ffi context plus helpers that sync.
 
@@ -216,13 +280,24 @@ class Runtime:
 
     ``program`` picks the library: "microgpt" (default) or "gpt2".
 
+    cuda, and opencl on a device other than pocl, compile every kernel when the
+    context is created (minutes); their compiled kernels are kept between
+    processes in the per-user kernel cache (``kernel_cache``; ``kernel_cache=False``
+    or ``$MICROGPT_FUT_KERNEL_CACHE=off`` turns it off), and a context that
+    compiles says so once per process in one line on stderr, unless ``quiet``.
+    pocl compiles each kernel on its first call and keeps its own cache
+    (``~/.cache/pocl``): Futhark's cache file is not used there (with one, creating
+    microgpt's context had not finished after 240 s here, 55 CPU-seconds, where it
+    takes 9 s without).
+
     ``close()`` syncs and frees every value the context made, then the context;
     it also runs when the Runtime is collected and at interpreter exit. Values
     (e.g. a Model's state) must not be used after it.
     """
 
     def __init__(self, backend: str, device: int | None = None, quiet: bool = False,
-                 pocl_workaround: bool = True, program: str = "microgpt"):
+                 pocl_workaround: bool = True, program: str = "microgpt",
+                 kernel_cache: bool = True):
         if backend not in BACKENDS:
             raise BackendError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
         target = library_name(backend, program)
@@ -258,13 +333,63 @@ class Runtime:
             raise BackendError(f"--device applies to the opencl and cuda backends, not {backend!r}")
         # Futhark 0.25.32 copies the device string; older runtimes kept the pointer.
         self._device_arg = kwargs.get("device")
-        try:
-            self.fut = Futhark(mod, **kwargs)
-        except ValueError as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else "unknown error"
-            raise BackendError(f"cannot start the {backend} backend: {first}") from None
+        self.kernel_cache: kernel_cache_mod.KernelCache | None = None
+        describe = self._device_description(device) if kernel_cache else None
+        cache = (kernel_cache_mod.open_cache(target, path, describe)
+                 if describe is not None else None)
+        if describe is not None and not quiet:
+            _announce(backend, program, target, cache)
+        self.fut = self._create(mod, kwargs, cache, target, path, describe)
         self.lib = self.fut.lib
         self._ctx = OwnedContext(self.fut)
+
+    def _device_description(self, device: int | None) -> str | None:
+        """What identifies the device to the kernel cache, or None where the cache is
+        not used (c, multicore, pocl, or a CUDA driver that cannot be asked)."""
+        if self.backend == "cuda":
+            return cuda_device_description(device)
+        if self.backend == "opencl" and self.device is not None and not self.device.is_pocl:
+            d = self.device
+            return f"opencl {d.platform} | {d.name} | {d.version}"
+        return None
+
+    def _create(self, mod, kwargs: dict, cache, target: str, path: Path,
+                describe: str | None) -> Futhark:
+        """The futhark-ffi context, given the cache file when there is one. When a
+        context given cached kernels fails, that file is removed and the kernels are
+        compiled afresh, once. Raises BackendError with Futhark's first line."""
+        while True:
+            args = dict(kwargs, cache_file_path=str(cache.path)) if cache else kwargs
+            try:
+                fut = Futhark(mod, **args)
+            except ValueError as e:
+                if cache is not None:
+                    cache.discard()
+                    if cache.hit:  # the cached kernels may be the cause
+                        cache = kernel_cache_mod.open_cache(target, path, describe)
+                        continue
+                first = str(e).strip().splitlines()[0] if str(e).strip() else "unknown error"
+                raise BackendError(f"cannot start the {self.backend} backend: {first}") from None
+            if cache is not None:
+                cache.commit()
+            self.kernel_cache = cache
+            return fut
+
+    def peak_memory(self) -> int | None:
+        """Peak bytes of this context's arrays alive at once since it was created or
+        ``reset_peak_memory`` ran, as Futhark counts them: device memory on the GPU
+        backends, host memory on c and multicore (excluding its free-list cache)."""
+        import json
+
+        memory = json.loads(self.fut.report()).get("memory", {})
+        value = memory.get("space 'device'", memory.get("default space"))
+        return None if value is None else int(value)
+
+    def reset_peak_memory(self) -> None:
+        """Free the memory Futhark keeps for reuse and restart ``peak_memory``'s count
+        (futhark_context_clear_caches; values alive stay valid)."""
+        self._ctx.sync()
+        self.lib.futhark_context_clear_caches(self.fut.ctx)
 
     def entry(self, name: str, *args):
         """Call entry point ``name``; raises RuntimeError with Futhark's message on failure

@@ -1,0 +1,306 @@
+"""The GPU run's machinery (bench/gpu), on this machine: the payload's manifest, the
+build step's fix-ups (the same as build.sh's), the configurations, the worker's
+lock and data, the runner's deadlines, and the report. The whole run is
+rehearsed by ``bench/gpu/run --dry-run`` (minutes), not here.
+"""
+from __future__ import annotations
+
+import json
+import lzma
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from argparse import Namespace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.gpu import build as gbuild
+from bench.gpu import configs as C
+from bench.gpu import payload as P
+from bench.gpu import report, runner, worker
+from conftest import REPO_ROOT, get_runtime
+
+SAMPLE_C = """static int cache_restore(const char *fname) {
+  *buflen = f_size - CACHE_HEADER_SIZE;
+  *buf = malloc(*buflen);
+  if (fread(*buf, sizeof(char), *buflen, f) != *buflen) {
+}
+static int setup(void) {
+  CUDA_SUCCEED_FATAL(cuCtxCreate(&ctx->cu_ctx, 0, ctx->dev));
+}
+"""
+
+
+def _build_sh_sed(function: str) -> str:
+    """The sed expression of a build.sh fix-up function."""
+    text = (REPO_ROOT / "build.sh").read_text()
+    body = text[text.index(f"{function}() {{"):]
+    return re.search(r"sed -i '([^']*)'", body).group(1)
+
+
+def test_fixups_match_build_sh(tmp_path):
+    """bench/gpu/build.py applies exactly build.sh's cache_fixup and cuda_fixup."""
+    ours = tmp_path / "ours.c"
+    ours.write_text(SAMPLE_C)
+    cuda = tmp_path / "cuda"
+    (cuda / "include").mkdir(parents=True)
+    (cuda / "include" / "cuda.h").write_text("#define cuCtxCreate cuCtxCreate_v4\n")
+    applied = gbuild.fix_up(ours, "cuda", cuda)
+    assert applied == ["cache reader NUL-terminated", "cuCtxCreate for CUDA 13"]
+    theirs = tmp_path / "theirs.c"
+    theirs.write_text(SAMPLE_C)
+    for fn in ("cache_fixup", "cuda_fixup"):
+        subprocess.run(["sed", "-i", _build_sh_sed(fn), str(theirs)], check=True)
+    assert ours.read_text() == theirs.read_text() != SAMPLE_C
+    assert "calloc(*buflen + 1, 1)" in ours.read_text()
+    assert gbuild.fix_up(ours, "cuda", cuda) == ["cache reader NUL-terminated (already)"]
+    ours.write_text("int main(void) { return 0; }\n")
+    with pytest.raises(gbuild.BuildError, match="cache_restore"):
+        gbuild.fix_up(ours, "cuda", cuda)
+    assert gbuild.fix_up(ours, "c", None) == []  # CPU backends: nothing to fix
+
+
+def test_cuda_flags_match_build_sh():
+    text = (REPO_ROOT / "build.sh").read_text()
+    assert f'echo "{gbuild.HOST_CFLAGS} -I$CUDA_DIR/include"' in text
+    assert 'echo "-L$CUDA_DIR/lib64 -L$CUDA_DIR/lib64/stubs"' in text
+    f = gbuild.flags("cuda", Path("/opt/cuda"))
+    assert f["CFLAGS"] == gbuild.HOST_CFLAGS + " -I/opt/cuda/include"
+    assert f["LDFLAGS"] == "-L/opt/cuda/lib64 -L/opt/cuda/lib64/stubs"
+
+
+def test_stage_unpacks_compressed_c(tmp_path):
+    src = tmp_path / "payload" / "cuda"
+    src.mkdir(parents=True)
+    (src / "microgpt_cuda.c.xz").write_bytes(lzma.compress(SAMPLE_C.encode()))
+    (src / "microgpt_cuda.h").write_text("int x;\n")
+    (src / "microgpt_cuda.json").write_text("{}")
+    out = gbuild.stage("cuda", src, tmp_path / "build")
+    assert (out / "microgpt_cuda.c").read_text() == SAMPLE_C
+    (src / "microgpt_cuda.h").unlink()
+    with pytest.raises(gbuild.BuildError, match="microgpt_cuda.h is missing"):
+        gbuild.stage("cuda", src, tmp_path / "build")
+
+
+def _payload(root: Path) -> Path:
+    p = root / "payload"
+    for t in P.TARGETS:
+        (p / t).mkdir(parents=True)
+        for ext in ("c.xz", "h", "json"):
+            (p / t / f"microgpt_{t}.{ext}").write_bytes(b"x")
+    (p / "data").mkdir()
+    for d in P.DATA_FILES:
+        (p / "data" / d).write_text("emma\n")
+    (p / "wheels").mkdir()
+    for w in ("cffi-2.1.1-cp312-cp312-manylinux2014_x86_64.whl", "pycparser-3.12-py3-none-any.whl",
+              "futhark_ffi-0.16.0-py3-none-any.whl"):
+        (p / "wheels" / w).write_bytes(b"w")
+    return p
+
+
+def test_payload_manifest_round_trip(tmp_path):
+    p = _payload(tmp_path)
+    m = P.write_manifest(p, "0.25.32")
+    assert m["source_digest"] == P.source_digest() and m["futhark"] == "0.25.32"
+    assert P.verify(p)["files"] == m["files"]
+    (p / "data" / "names.txt").write_text("olivia\n")
+    with pytest.raises(P.PayloadError, match="names.txt differs"):
+        P.verify(p)
+    P.write_manifest(p, "0.25.32")
+    manifest = json.loads((p / "MANIFEST.json").read_text())
+    manifest["source_digest"] = "0" * 16
+    (p / "MANIFEST.json").write_text(json.dumps(manifest))
+    with pytest.raises(P.PayloadError, match="other futhark/\\*.fut sources"):
+        P.verify(p)
+    (p / "MANIFEST.json").unlink()
+    with pytest.raises(P.PayloadError, match="bench/gpu/prepare"):
+        P.verify(p)
+
+
+def test_payload_needs_everything_and_fits(tmp_path, monkeypatch):
+    p = _payload(tmp_path)
+    (p / "wheels" / "pycparser-3.12-py3-none-any.whl").unlink()
+    (p / "gpt2_cuda" / "microgpt_gpt2_cuda.h").unlink()
+    with pytest.raises(P.PayloadError, match=r"missing gpt2_cuda/microgpt_gpt2_cuda.h, "
+                                             r"wheels/pycparser-\*.whl"):
+        P.write_manifest(p, "v")
+    p = _payload(tmp_path / "again")
+    monkeypatch.setattr(P, "LIMIT_BYTES", 10)
+    with pytest.raises(P.PayloadError, match="MiB, more than"):
+        P.write_manifest(p, "v")
+    assert not (p / "MANIFEST.json").exists()
+
+
+def test_configurations():
+    full, dry = C.configs(), C.configs(dry_run=True)
+    assert [c.name for c in full][:5] == ["A", "B", "G", "C", "D"]
+    assert len({c.name for c in full}) == len(full)
+    assert {c.batch for c in full if c.name in "HIJ"} == {512, 256, 64}
+    gpt2 = C.GPU_CONFIGS["gpt2-124M"]
+    assert (gpt2.n_embd, gpt2.n_head, gpt2.n_layer, gpt2.block_size) == (768, 12, 12, 1024)
+    assert gpt2.data == "random" and gpt2.sample_n == 0
+    assert [c.name for c in full if c.torch_compile] == ["D", "H", "F", "J", "K", "gpt2-124M"]
+    assert all(c.block_size > 16 for c in dry if c.torch_compile)  # one shape per config
+    assert [c.name for c in dry] == list(C.DRY_RUN)
+    for c in dry:
+        assert c.n_embd % c.n_head == 0 and c.n_embd <= C.GPU_CONFIGS[c.name].n_embd
+    assert C.first_step_config("microgpt").name == "D"
+    g = C.first_step_config("gpt2", dry_run=True)
+    assert g.n_embd == 48 and g.batch == 1 and g.name == "gpt2-124M-B1"
+    assert [c.arch for c in C.configs(arch="gpt2")] == ["gpt2"]
+
+
+def test_random_tokens():
+    ds = worker.RandomTokens(50257, 8)
+    t, n = ds.batches(3, 2, 4)
+    assert t.shape == (2, 4, 9) and t.dtype == np.int64 and (n == 8).all()
+    assert 0 <= t.min() and t.max() < 50257
+    assert (ds.batches(3, 2, 4)[0] == t).all() and not (ds.batches(4, 2, 4)[0] == t).all()
+
+
+def test_gpu_lock_is_exclusive_across_processes(tmp_path, monkeypatch):
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv(worker.LOCK_ENV, str(lock))
+    hold = textwrap.dedent(f"""
+        import fcntl, time
+        f = open({str(lock)!r}, "a"); fcntl.flock(f, fcntl.LOCK_EX)
+        print("held", flush=True); time.sleep(1.0)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    with worker.gpu_lock() as waited:
+        assert waited > 0.5
+    proc.wait()
+    with worker.gpu_lock() as waited:
+        assert waited < 0.5
+    monkeypatch.delenv(worker.LOCK_ENV)
+    with worker.gpu_lock() as waited:
+        assert waited == 0.0
+
+
+def _run(tmp_path, budget=60.0) -> runner.Run:
+    args = Namespace(dry_run=True, out=str(tmp_path / "out"), scratch=str(tmp_path / "s"),
+                     payload=str(tmp_path / "payload"), budget=budget, started=time.time())
+    return runner.Run(args)
+
+
+def test_step_kills_at_its_cap_and_keeps_events(tmp_path):
+    run = _run(tmp_path)
+    code = "import time; print('BENCH {\"event\": \"train\", \"config\": \"A\"}', flush=True); " \
+           "time.sleep(30)"
+    t0 = time.time()
+    st = run.step("sleeper", [sys.executable, "-c", code], cap=2)
+    assert time.time() - t0 < 10
+    assert st.status == "killed at its deadline" and st.events[0]["config"] == "A"
+    assert "sleeper | BENCH" in (tmp_path / "out" / "gpu_run.log").read_text()
+    st = run.step("fails", [sys.executable, "-c", "raise SystemExit(3)"], cap=10)
+    assert st.status == "failed (exit 3)"
+    run.end = time.time() + 1
+    assert run.step("late", [sys.executable, "-c", "pass"], cap=10).status == \
+        "not run: no time left"
+
+
+def test_steps_share_the_gpu_lock(tmp_path):
+    """The tests step holds the lock in the runner; a worker's lock then waits."""
+    run = _run(tmp_path)
+    waited = []
+
+    def other():
+        with worker.gpu_lock() as w:
+            waited.append(w)
+
+    import os
+    os.environ[worker.LOCK_ENV] = run.env[worker.LOCK_ENV]
+    try:
+        with runner.gpu_held(run):
+            t = threading.Thread(target=other)
+            t.start()
+            time.sleep(0.5)
+        t.join()
+    finally:
+        del os.environ[worker.LOCK_ENV]
+    assert waited and waited[0] >= 0.4
+
+
+def _steps() -> list[runner.Step]:
+    cfgs = [c.to_dict() for c in C.configs()]
+    a, d = cfgs[0], next(c for c in cfgs if c["name"] == "D")
+
+    def meta(engine, mode, configs, state=""):
+        return {"engine": engine, "arch": "microgpt", "mode": mode, "state": state,
+                "device": "cuda", "configs": configs}
+
+    train = {"event": "train", "tok_s": 2000.0, "n_params": 4192, "warmup_s": 1.0,
+             "step_s": 0.01, "steps_per_call": 10, "timed_s": 1.0, "loss": 3.2,
+             "peak_mem_mb": 12.0, "note": ""}
+    return [
+        runner.Step("torch sweep", "ok", 5.0, [
+            {**train, "config": "A", "tok_s": 1000.0},
+            {"event": "sample", "config": "A", "samples_s": 100.0},
+            {**train, "config": "D", "tok_s": 500.0}], meta=meta("torch", "sweep", [a, d])),
+        runner.Step("torch.compile sweep", "ok", 5.0, [{**train, "config": "D", "tok_s": 800.0}],
+                    meta=meta("torch.compile", "sweep", [d])),
+        runner.Step("cuda sweep", "killed at its deadline", 9.0, [
+            {**train, "config": "A"}, {"event": "sample", "config": "A", "samples_s": 50.0},
+            {"event": "warm", "config": "D", "warmup_s": 30.0}],
+            meta=meta("cuda", "sweep", [a, d])),
+        runner.Step("cuda first step (cached)", "ok", 3.0, [
+            {"event": "first_step", "total_s": 4.2, "runtime_s": 2.0, "first_step_s": 0.5,
+             "kernel_cache": "hit"}], meta=meta("cuda", "first_step", [d], "cached")),
+        runner.Step("cuda first step (cold)", "not run: build failed", 0.0,
+                    meta=meta("cuda", "first_step", [d], "cold")),
+        runner.Step("cuda first step (cold)", "killed at its deadline", 330.0, [
+            {"event": "runtime", "runtime_s": 250.0, "kernel_cache": "compiled"}],
+            meta=meta("cuda", "first_step", [d], "cold")),
+    ]
+
+
+def test_report_rows_ratios_and_targets():
+    sweep = report.sweep_rows(_steps())
+    assert [(r["config"], r["engine"]) for r in sweep] == [
+        ("A", "cuda"), ("A", "torch"), ("D", "cuda"), ("D", "torch"), ("D", "torch.compile")]
+    by = {(r["config"], r["engine"]): r for r in sweep}
+    assert by[("A", "cuda")]["x_torch"] == 2.0 and by[("A", "cuda")]["sample_x_torch"] == 0.5
+    assert by[("D", "cuda")]["train_tok_s"] == "timeout"
+    assert "warm-up of 30.0 s" in by[("D", "cuda")]["notes"]
+    assert by[("D", "torch.compile")]["x_torch"] == 1.6
+    first = report.first_step_rows(_steps())
+    assert [(r["caches"], r["status"]) for r in first] == [  # cold before cached
+        ("cold", "not run: build failed"), ("cold", "killed at its deadline"), ("cached", "ok")]
+    assert first[1]["runtime_s"] == 250.0 and first[1]["kernel_cache"] == "compiled"
+    lines = report.targets(sweep, first, "cuda")
+    assert lines[0].endswith("met (A 2.00x)")
+    assert "not measured" in lines[1]
+    assert lines[2].endswith("missed (A 0.50x)")
+    assert "met (microgpt 4.2 s)" in lines[3]
+
+
+def test_report_files(tmp_path):
+    written = report.write(tmp_path, _steps(), False, {"git_commit": "abc", "futhark": "0.25.32"},
+                           time.time() - 10)
+    assert [p.name for p in written] == ["gpu_sweep.csv", "gpu_first_step.csv",
+                                         "gpu_tokens_per_s.png", "gpu_summary.md"]
+    assert (tmp_path / "gpu_tokens_per_s.png").read_bytes()[:4] == b"\x89PNG"
+    summary = (tmp_path / "gpu_summary.md").read_text()
+    assert "| cuda sweep | killed at its deadline | 9.0 |" in summary
+    assert "## Targets (issue 17)" in summary
+    rows = (tmp_path / "gpu_sweep.csv").read_text().splitlines()
+    assert rows[0].startswith("config,arch,engine") and len(rows) == 6
+
+
+def test_peak_memory_counts_a_model():
+    """Runtime.peak_memory (Futhark's count of live arrays) sees a model's state."""
+    from microgpt_fut.model import GPTConfig, Model
+
+    rt = get_runtime("c")
+    rt.reset_peak_memory()
+    before = rt.peak_memory()
+    cfg = GPTConfig(30, 64, 4, 2, 16)
+    m = Model.init(rt, cfg, 0)
+    m.step()
+    assert rt.peak_memory() - before >= 3 * 4 * cfg.num_params()  # params, m, v
