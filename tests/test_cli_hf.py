@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli_helpers import assert_one_line_error, need_backend
-from conftest import get_runtime
+from conftest import backend_params, get_runtime
 from hf_helpers import SHAKESPEARE, need, random_hf_model, save_hf_folder, shakespeare, small_bpe
 from microgpt_fut import checkpoint as ckpt
 from microgpt_fut.cli import main
@@ -104,17 +104,17 @@ def test_bpe_run_resumes_bit_for_bit(bpe_run, text_file, tmp_path, monkeypatch):
     assert a.evals == b.evals and a.text_tokenizer() == b.text_tokenizer()
 
 
-def test_sample_a_hf_folder_equals_transformers_generate(tmp_path):
+@pytest.mark.parametrize("backend", backend_params("gpt2"))
+def test_sample_a_hf_folder_equals_transformers_generate(tmp_path, backend):
     """Greedy continuations of two prompts of different lengths, given together, are
-    the tokens of transformers' generate(do_sample=False), decoded."""
-    need_backend("c")
+    the tokens of transformers' generate(do_sample=False), decoded, on every backend."""
     torch = need("torch")
     tok = small_bpe()
     model = random_hf_model(tok.size)
     folder = save_hf_folder(tmp_path / "hf", model, tok)
     prompts = ["ROMEO:", "To be, or not to be"]
     r = run("sample", "--checkpoint", folder, "--prompt", prompts[0], "--prompt", prompts[1],
-            "--max-new-tokens", 12, "--temperature", 0, "--plain")
+            "--max-new-tokens", 12, "--temperature", 0, "--plain", "--backend", backend)
     assert r.exit_code == 0, r.output
     got = [json.loads(line) for line in r.stdout.splitlines()]
     for prompt, text in zip(prompts, got):
