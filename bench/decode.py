@@ -10,11 +10,12 @@ temporary folder; ours loads that folder (``hf.load_folder``, what ``sample
 batch of prompts of different lengths (ours: ``generate_prompts``, one KV cache for
 the batch; transformers: left-padded with an attention mask). The generated tokens
 must be equal (checked, rows of different lengths included), so the two do the same
-work; tokens/s counts generated tokens (batch x new tokens) over the wall time of
+work. Each runs on one thread and on --torch-threads / --our-threads (ours splits a
+batch of prompts over c contexts, as ``sample --threads``); tokens/s counts generated tokens (batch x new tokens) over the wall time of
 the call, after one warm-up call each. Timings are the median of --repeats.
 
 Writes --out (default bench/results/decode.csv, one row per (engine, batch)) and
-prints a Markdown table. PyTorch uses --torch-threads threads (default: the CPUs).
+prints a Markdown table.
 """
 from __future__ import annotations
 
@@ -50,13 +51,18 @@ def _median_time(fn, repeats: int) -> tuple[float, object]:
     return statistics.median(times), out
 
 
-def _ours(folder: Path, prompts, new_tokens: int, repeats: int):
+def _ours(folder: Path, prompts, new_tokens: int, repeats: int, threads: int = 1):
+    """Our greedy decoding on the c backend; threads > 1 splits the prompts over that
+    many contexts (``sample --threads``)."""
     from microgpt_fut import hf
+    from microgpt_fut.data_parallel import DataParallelGPT2, runtimes
     from microgpt_fut.gpt2 import GPT2Model
     from microgpt_fut.runtime import Runtime
 
     config, params, _ = hf.load_folder(folder, require_tokenizer=False)
-    model = GPT2Model.from_arrays(Runtime("c", None, quiet=True, program="gpt2"), config, params)
+    rt = Runtime("c", None, quiet=True, program="gpt2")
+    model = (DataParallelGPT2.from_arrays(runtimes(rt, threads), config, params) if threads > 1
+             else GPT2Model.from_arrays(rt, config, params))
     return _median_time(lambda: model.generate_prompts(0, 0.0, 0, prompts, new_tokens),
                         repeats)
 
@@ -85,7 +91,10 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--torch-threads", type=int, default=os.cpu_count())
+    ap.add_argument("--torch-threads", type=int, default=os.cpu_count(),
+                    help="PyTorch's threads (besides 1)")
+    ap.add_argument("--our-threads", type=int, default=os.cpu_count(),
+                    help="c contexts for a batch of prompts (besides 1; sample --threads)")
     ap.add_argument("--n-embd", type=int, default=768)
     ap.add_argument("--n-layer", type=int, default=12)
     ap.add_argument("--n-head", type=int, default=12)
@@ -112,13 +121,19 @@ def main(argv=None) -> list[dict]:
         model.save_pretrained(d)
         for batch in a.batches:
             prompts = _prompts(batch, a.vocab_size)
-            t_ours, ours = _ours(Path(d), prompts, a.new_tokens, a.repeats)
-            t_theirs, theirs = _theirs(model, prompts, a.new_tokens, a.repeats)
-            if not np.array_equal(ours, theirs):
-                raise SystemExit(f"batch {batch}: our greedy tokens differ from transformers'")
-            for engine, t, threads in (("microgpt-fut c", t_ours, 1),
-                                       (f"transformers {transformers.__version__}", t_theirs,
-                                        a.torch_threads)):
+            runs = []
+            for threads in sorted({1, min(a.our_threads, batch)}):
+                t, ours = _ours(Path(d), prompts, a.new_tokens, a.repeats, threads)
+                runs.append(("microgpt-fut c", t, threads, ours))
+            for threads in sorted({1, a.torch_threads}):
+                torch.set_num_threads(threads)
+                t, theirs = _theirs(model, prompts, a.new_tokens, a.repeats)
+                runs.append((f"transformers {transformers.__version__}", t, threads, theirs))
+            for engine, _, threads, tokens in runs:
+                if not np.array_equal(tokens, runs[0][3]):
+                    raise SystemExit(f"batch {batch}: the greedy tokens of {engine} on "
+                                     f"{threads} threads differ from ours")
+            for engine, t, threads, _ in runs:
                 rows.append({"engine": engine, "batch": batch,
                              "prompt_tokens": sum(len(p) for p in prompts),
                              "new_tokens": a.new_tokens, "seconds": round(t, 4),
