@@ -123,6 +123,20 @@ def assert_close_to_one_process(mine: dict, one: dict, per_tensor: float = 1e-6)
             assert rel_err(mine[name], one[name]) < per_tensor, name
 
 
+def test_two_ranks_on_opencl_each_use_a_device(tmp_path):
+    """--backend opencl (pocl here): each rank computes its share on its own OpenCL
+    context, and the run equals the one-process opencl run to float32 rounding."""
+    need_mpi()
+    need_backend("opencl")
+    common = ["--backend", "opencl", "--data", str(small_data(tmp_path, 60)), "--batch-size",
+              "4", "--steps", "3", "--n-embd", "8", "--n-head", "2", "--samples", "0"]
+    a, one = tmp_path / "a.safetensors", tmp_path / "one.safetensors"
+    r = mpi_train([*common, "--out", str(a)], timeout=300)
+    assert r.returncode == 0 and "backend: opencl on 2 MPI ranks" in r.stdout, r.stderr
+    one_process([*common, "--out", str(one)])
+    assert_close_to_one_process(tensors(a), tensors(one), per_tensor=1e-5)
+
+
 def _text_args(tmp_path: Path, windows: int = 3) -> list[str]:
     text = tmp_path / "t.txt"
     text.write_text((SHARED_DATA / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
@@ -261,10 +275,10 @@ def test_launch_is_read_from_the_launchers_environment():
 
 
 class _FakeComm:
-    """One rank of a job whose other ranks contribute ``others`` to each reduction."""
+    """One rank of a job (for MPIExchange's sharing of rows)."""
 
-    def __init__(self, rank: int, size: int, others=0):
-        self.rank, self.size, self.others, self.bcasts = rank, size, others, []
+    def __init__(self, rank: int, size: int):
+        self.rank, self.size = rank, size
 
     def Get_rank(self):
         return self.rank
@@ -272,12 +286,20 @@ class _FakeComm:
     def Get_size(self):
         return self.size
 
-    def allreduce(self, value, op=None):
+
+class _FakeExchange:
+    """One rank's collectives, where the other ranks contribute ``others`` to a MAX and
+    rank 0 broadcasts 7."""
+
+    def __init__(self, rank: int, others: int = 0):
+        self.rank, self.others, self.sent = rank, others, []
+
+    def max_int(self, value: int) -> int:
         return max(value, self.others)
 
-    def bcast(self, obj, root=0):
-        self.bcasts.append(obj)
-        return obj if self.rank == 0 else 7
+    def rank0_int(self, value):
+        self.sent.append(value)
+        return value if self.rank == 0 else 7
 
 
 def test_shared_stop_and_pacer_take_the_jobs_decision():
@@ -288,15 +310,15 @@ def test_shared_stop_and_pacer_take_the_jobs_decision():
     from microgpt_fut.pacing import CallPacer
 
     local = StopRequest()
-    stop = SharedStop(_FakeComm(0, 2, others=0), local)
+    stop = SharedStop(_FakeExchange(0), local)
     assert not stop() and stop.name == ""
-    stop.comm.others = int(signal.SIGTERM)  # another rank got SIGTERM
+    stop.exchange.others = int(signal.SIGTERM)  # another rank got SIGTERM
     assert stop() and stop.signum == signal.SIGTERM and stop.name == "SIGTERM"
-    stop.comm.others = 0
+    stop.exchange.others = 0
     assert stop()  # decided once for all
-    assert SharedPacer(_FakeComm(0, 2), CallPacer(5)).next_k(0, 10) == 1
-    worker = _FakeComm(1, 2)
-    assert SharedPacer(worker, CallPacer(5)).next_k(0, 10) == 7 and worker.bcasts == [None]
+    assert SharedPacer(_FakeExchange(0), CallPacer(5)).next_k(0, 10) == 1
+    worker = _FakeExchange(1)
+    assert SharedPacer(worker, CallPacer(5)).next_k(0, 10) == 7 and worker.sent == [None]
 
 
 def test_each_rank_takes_its_share_of_the_rows():

@@ -70,19 +70,17 @@ def rank_timeout(environ=os.environ) -> float:
 
 class SharedStop:
     """StopRequest's interface (call it; ``signum``, ``name``) for all ranks at once: each
-    call is a collective that is true, on every rank, once any rank's own
-    StopRequest has a signal; it stays true without further collectives."""
+    call is a collective (``exchange.max_int``) that is true, on every rank, once any
+    rank's own StopRequest has a signal; it stays true without further collectives."""
 
-    def __init__(self, comm, local: StopRequest):
-        self.comm = comm
+    def __init__(self, exchange, local: StopRequest):
+        self.exchange = exchange
         self.local = local
         self.signum: int | None = None
 
     def __call__(self) -> bool:
         if self.signum is None:
-            from mpi4py import MPI
-
-            got = self.comm.allreduce(self.local.signum or 0, op=MPI.MAX)
+            got = self.exchange.max_int(self.local.signum or 0)
             if got:
                 self.signum = got
         return self.signum is not None
@@ -99,15 +97,15 @@ class SharedStop:
 
 class SharedPacer:
     """A pacing.CallPacer whose choice of steps is rank 0's, broadcast to all ranks
-    (each ``next_k`` is a collective)."""
+    (each ``next_k`` is a collective: ``exchange.rank0_int``)."""
 
-    def __init__(self, comm, pacer):
-        self.comm = comm
+    def __init__(self, exchange, pacer):
+        self.exchange = exchange
         self.pacer = pacer
 
     def next_k(self, done: int, remaining: int) -> int:
-        k = self.pacer.next_k(done, remaining) if self.comm.Get_rank() == 0 else None
-        return self.comm.bcast(k, root=0)
+        k = self.pacer.next_k(done, remaining) if self.exchange.rank == 0 else None
+        return self.exchange.rank0_int(k)
 
     def record(self, k: int, seconds: float) -> None:
         self.pacer.record(k, seconds)
@@ -143,10 +141,10 @@ class World:
         return self.comm.bcast(obj if self.rank == 0 else None, root=0)
 
     def shared_stop(self, local: StopRequest) -> SharedStop:
-        return SharedStop(self.comm, local)
+        return SharedStop(self.exchange, local)
 
     def shared_pacer(self, pacer) -> SharedPacer:
-        return SharedPacer(self.comm, pacer)
+        return SharedPacer(self.exchange, pacer)
 
     # --- ending ----------------------------------------------------------------
     def claim_exit(self) -> None:
@@ -161,9 +159,11 @@ class World:
 
     def finish(self, status: int) -> NoReturn:
         """End this rank with ``status``: 0 through MPI_Finalize (mpi4py's, at exit) on
-        every rank; otherwise at once, after announcing it (a worker first waits, up to
-        WORKER_WAIT seconds, for rank 0 to end, so that rank 0's status and line come
-        first)."""
+        every rank, a worker once rank 0 has ended too (it may print samples for long:
+        a worker waits on the watchdog's socket rather than in MPI_Finalize, which
+        would poll a core); otherwise at once, after announcing it (a worker first
+        waits, up to WORKER_WAIT seconds, for rank 0 to end, so that rank 0's status
+        and line come first)."""
         self._finishing.set()
         if self.rank == 0 and not self._shared:
             from .cli_mpi import End
@@ -174,8 +174,8 @@ class World:
         wd = self.watchdog
         if wd is not None:
             wd.bye(status)
-            if status != 0 and self.rank > 0:
-                wd.wait_bye(0, WORKER_WAIT)
+            if self.rank > 0:
+                wd.wait_bye(0, WORKER_WAIT if status else None)
             wd.close()
         if status == 0:
             sys.exit(0)
@@ -241,6 +241,8 @@ def join() -> World:
     (one line) when a rank cannot reach rank 0, and ValueError for a bad
     $MICROGPT_FUT_RANK_TIMEOUT."""
     timeout = rank_timeout()
+    # Open MPI's blocking waits (the start, MPI_Finalize) yield the core they poll on
+    os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     import mpi4py
 
     mpi4py.rc.thread_level = "funneled"

@@ -23,6 +23,7 @@ that no other process can pose as a rank.
 """
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import select
@@ -174,9 +175,10 @@ class Watchdog:
             except OSError:
                 pass
 
-    def wait_bye(self, rank: int, seconds: float) -> None:
-        """Wait until ``rank`` has said bye or its connection ended (at most seconds)."""
-        deadline = time.monotonic() + seconds
+    def wait_bye(self, rank: int, seconds: float | None) -> None:
+        """Wait until ``rank`` has said bye or its connection ended (at most seconds;
+        None: no limit)."""
+        deadline = time.monotonic() + seconds if seconds is not None else math.inf
         peer = next((p for p in self.peers if p.rank == rank), None)
         while peer is not None and peer.bye is None and peer.open \
                 and time.monotonic() < deadline:
