@@ -37,7 +37,8 @@ esac
 
 # --- 1. system packages ------------------------------------------------------
 need_pkgs=""
-for p in ocl-icd-opencl-dev pocl-opencl-icd clinfo gcc python3-venv; do
+# openmpi-bin, libopenmpi-dev: `mpirun -n N microgpt-fut train` (mpi4py loads libmpi)
+for p in ocl-icd-opencl-dev pocl-opencl-icd clinfo gcc python3-venv openmpi-bin libopenmpi-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs="$need_pkgs $p"
 done
 # python3-venv is only needed when the python3 on PATH is Debian's own
@@ -49,7 +50,7 @@ elif [ -n "${need_pkgs// /}" ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $need_pkgs
 else
-  say "Debian packages present (OpenCL loader + headers, pocl, clinfo, gcc)"
+  say "Debian packages present (OpenCL loader + headers, pocl, clinfo, gcc, Open MPI)"
 fi
 
 # --- 2. Futhark compiler -------------------------------------------------------
@@ -109,7 +110,7 @@ else
     say "creating virtual environment $VENV"
     python3 -m venv "$VENV"
   fi
-  if ! "$VENV/bin/python" -c "import microgpt_fut, futhark_ffi, pytest" 2>/dev/null \
+  if ! "$VENV/bin/python" -c "import microgpt_fut, futhark_ffi, pytest, mpi4py" 2>/dev/null \
      || [ pyproject.toml -nt "$VENV/.installed" ]; then
     say "installing microgpt-fut (editable) with test extras into $VENV"
     "$VENV/bin/pip" install -q --upgrade pip

@@ -81,6 +81,18 @@ class _Command(_OneLineUsage, click.Command):
 class _Group(_OneLineUsage, click.Group):
     command_class = _Command
 
+    def main(self, args=None, prog_name=None, **extra):
+        """click's main; started by an MPI launcher as several processes, cli_mpi's: rank
+        0 runs the command, and for ``train`` the other ranks train with it."""
+        from .mpi_world import launched
+
+        if launched()[1] > 1 and extra.get("standalone_mode", True):
+            from . import cli_mpi
+
+            cli_mpi.main(lambda **kw: super(_Group, self).main(args, prog_name,
+                                                               **{**extra, **kw}), args)
+        return super().main(args, prog_name, **extra)
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -402,7 +414,15 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     Ctrl-C (or SIGTERM, SIGHUP) stops after the current kernel call, saves the
     checkpoint to --out and exits with status 130 (143, 129); `train --resume` continues it. A loss that becomes NaN
     or infinite stops training with an error, and --out is not overwritten.
+
+    `mpirun -n N microgpt-fut train ...` trains one run over N processes: each
+    step's batch is split among them (each on its own device; --threads splits
+    a process's share further), and rank 0 alone prints and saves.
     """
+    from . import cli_mpi
+    from .mpi_world import World
+
+    world = ctx.find_object(World)
     say = (lambda *a, **k: None) if quiet else click.echo
     given = {name: ctx.params[name] for name in ctx.params
              if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
@@ -423,7 +443,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     if text_run:
         from . import cli_text
 
-        return cli_text.train(ctx, dict(ctx.params), given, say, quiet)
+        return cli_text.train(ctx, dict(ctx.params), given, say, quiet, world)
     for name in _TEXT_ONLY:
         if name in given and given[name] != ctx.command.params[_param_index(ctx, name)].default:
             raise _bad_option(f"{_opt_name(name)} applies to --data-format text runs")
@@ -445,9 +465,11 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         settings = dataclasses.replace(settings, threads=threads)
         out = out if "out" in given else resume
     init = _init_source(init_from, given, "microgpt") if init_from is not None else None
+    cli_mpi.check_split(world, settings.batch_size, f"--batch-size {settings.batch_size}")
     _check_out(out, data, resume, overwrite)
     _lock_out(ctx, out)
-    rt = _runtime(backend, device, quiet)
+    rt = _runtime(backend, cli_mpi.local_device(backend, device, world.local_rank)
+                  if world is not None else device, quiet)
     with _user_errors():
         docs, info = load_data(data, encoding)
         if ck is not None:
@@ -469,7 +491,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
                                                             block_size, mlp_width)
     T = config.block_size
     _check_memory(config, backend, rt, settings.batch_size, settings.steps_per_call,
-                  len(docs) * (T + 1), 1, settings.contexts, 0, out)
+                  len(docs) * (T + 1), 1, settings.contexts * _ranks_here(world), 0, out)
     say(f"data: {info.description}")
     if init is not None:
         say(f"starting from the weights of {str(init_from)!r} (step {init.step} of its run)")
@@ -479,23 +501,29 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
                    f"= {T - 1} characters and are cut", err=True)
     say(f"num docs: {len(docs)} | vocab size: {vocab.size} | num params: "
         f"{config.num_params():,} | backend: {backend}"
-        + (f" on {settings.contexts} threads" if settings.contexts > 1 else "")
+        + cli_mpi.describe(world, settings.contexts)
         + (f" ({rt.device.name})" if rt.device else ""))
+    exchange = world.exchange if world is not None else None
     with _user_errors():
         if init is not None:
-            run = Training.start(rt, docs, settings, config, info, vocab, init.params)
+            run = Training.start(rt, docs, settings, config, info, vocab, init.params,
+                                 exchange=exchange)
             run.init_from = str(init_from.resolve())
         elif ck is None:
-            run = Training.start(rt, docs, settings, config, info)
+            run = Training.start(rt, docs, settings, config, info, exchange=exchange)
         else:
-            run = Training.resume(rt, ck, docs, settings, info)
+            run = Training.resume(rt, ck, docs, settings, info, exchange)
             say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
                 + (": the run is complete, nothing to train" if run.done else ""))
+    if world is not None:
+        cli_mpi.share_run(world, cli_mpi.RunSpec("lines", run.checkpoint(), (docs, info),
+                                                 settings, backend, device, save_every,
+                                                 str(out)), run)
     ours = run.step if ck is not None and out.exists() and os.path.samefile(out, resume) else None
-    stopped = _train_and_save(run, out, save_every, say, ours)
+    stopped = _train_and_save(run, out, save_every, say, ours, world=world)
     if stopped:
         same = f" --threads {settings.threads}" if settings.contexts > 1 else ""
-        _exit_saved(ctx, stopped, run, out, same)
+        _exit_saved(ctx, stopped, run, out, same, world)
     trained = run.step - (ck.step if ck is not None else 0)
     if trained:
         say(f"trained {trained} steps in {run.seconds:.2f} s "
@@ -522,6 +550,12 @@ def _opt_name(name: str) -> str:
 
 
 _SIZE_OPTIONS = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
+
+
+def _ranks_here(world) -> int:
+    """Training processes on this machine: the MPI ranks of this node, else 1 (each
+    holds its own state, as a --threads context does)."""
+    return world.local_size if world is not None else 1
 
 
 def _check_memory(config, backend: str, rt: Runtime, batch_size: int, steps_per_call: int,
@@ -571,8 +605,9 @@ def _plan_resume(resume: Path, given: dict, steps_per_call: int):
     return ck, settings, data, encoding
 
 
-def _train_and_save(run: Training, out: Path, save_every: int | None, say,
-                    ours: int | None = None, advance=None, after_save=None) -> bool:
+def _train_and_save(run: Training, out: Path | None, save_every: int | None, say,
+                    ours: int | None = None, advance=None, after_save=None,
+                    world=None) -> bool:
     """Train to the end, saving to out every save_every steps and at the end.
 
     ``ours``: the step of the checkpoint of this run that out holds already (a
@@ -583,10 +618,18 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
     checkpoint is saved), else None. Errors (a failed save, divergence, a
     second signal) become one-line click errors that say what --out still holds. Works for any run with microgpt's Training's
     ``done``, ``step``, ``num_steps``, ``run`` and ``checkpoint``.
+
+    ``world`` (mpi_world.World, under mpirun): every rank runs this loop in lockstep;
+    the stop is decided together (World.shared_stop); rank 0 alone saves and
+    reports (a failed rank's line says what out holds); the other ranks (out None)
+    raise the run's errors as they are, for cli_mpi.serve.
     """
+    worker = world is not None and world.rank > 0
     saved = [ours]  # the step of this run's checkpoint in out, once there is one
 
     def save():
+        if worker:
+            return
         try:
             ckpt.save(out, run.checkpoint())
         except ckpt.CheckpointError as e:
@@ -602,9 +645,20 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
         def advance(until, should_stop):
             run.run(until, progress, should_stop=should_stop)
 
-    with stop_on_signals() as stop:
-        stop.on_second = lambda: f"interrupted twice: stopped without saving; {_kept(out, saved[0])}"
-        stop.cleanups.append(lambda: _lock_path(out).unlink(missing_ok=True))
+    with stop_on_signals() as local:
+        stop = world.shared_stop(local) if world is not None else local
+        if worker:
+            local.on_second = lambda: None  # rank 0 prints: tell it
+            local.cleanups.append(lambda: world.watchdog.report(
+                "interrupted twice: stopped without saving"))
+        else:
+            local.on_second = lambda: (f"interrupted twice: stopped without saving; "
+                                       f"{_kept(out, saved[0])}")
+            local.cleanups.append(lambda: _lock_path(out).unlink(missing_ok=True))
+            if world is not None:
+                local.cleanups.append(world.abandon)
+                world.kept = lambda: _kept(out, saved[0])
+                world.cleanups.append(lambda: _lock_path(out).unlink(missing_ok=True))
         try:
             while not run.done and not stop():
                 until = run.num_steps
@@ -615,23 +669,28 @@ def _train_and_save(run: Training, out: Path, save_every: int | None, say,
                     save()
                     say(f"saved checkpoint {out} (step {run.step} of {run.num_steps})")
             save()
-        except Diverged as e:
-            raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
-        except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
+        except RuntimeError as e:  # divergence, a failing entry point (out of device memory)
+            if worker:
+                raise
             raise click.ClickException(
                 f"{_first_line(str(e))}; {_kept(out, saved[0])}") from None
         except MemoryError:
+            if worker:
+                raise
             raise click.ClickException(f"out of memory: try smaller sizes, --batch-size or "
                                        f"--steps-per-call; {_kept(out, saved[0])}") from None
     return stop if stop() else None
 
 
-def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "") -> None:
+def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> None:
     """After a signal stopped a run (its checkpoint saved): say so on stderr and exit
-    with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129)."""
+    with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129).
+    Under mpirun (``world``) the hint repeats the number of ranks (any other
+    number, or one process, continues the run too, to float rounding)."""
     how = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {stop.name}"
+    launcher = f"mpirun -n {world.size} " if world is not None else ""
     click.echo(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
-               f"to {str(out)!r}; continue with: microgpt-fut train --resume "
+               f"to {str(out)!r}; continue with: {launcher}microgpt-fut train --resume "
                f"{shlex.quote(str(out))}{resume_args}", err=True)
     ctx.exit(128 + stop.signum)
 

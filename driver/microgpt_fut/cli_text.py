@@ -15,7 +15,7 @@ import click
 import numpy as np
 
 from . import checkpoint as ckpt
-from . import hf
+from . import cli_mpi, hf
 from . import curves
 from . import cli as _cli
 from .cli import _bad_option, _check_out, _runtime, _user_errors
@@ -91,9 +91,10 @@ def _resume_plan(resume: Path, given: dict, steps_per_call: int, threads: int):
     return ck, settings, data, given.get("encoding") or t.get("encoding", "utf-8"), t["val_fraction"]
 
 
-def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
+def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
     """`train --data-format text`: a GPT-2 on the text with nanoGPT's recipe, evaluated
-    every --eval-every steps, saved to --out with its loss curves beside it."""
+    every --eval-every steps, saved to --out with its loss curves beside it. ``world``:
+    the MPI job (cli_mpi.py) whose ranks share each step's windows, or None."""
     if o["arch"] != "gpt2" and ((o["resume"] is None and o["init_from"] is None)
                                 or "arch" in given):
         raise _bad_option("--data-format text trains --arch gpt2 (microgpt's model trains on "
@@ -121,11 +122,16 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
         ck, settings, data_path, encoding, val_fraction = _resume_plan(
             resume, given, o["steps_per_call"], o["threads"])
         out = out if "out" in given else resume
+    windows = settings.batch_size * settings.grad_accum
+    cli_mpi.check_split(world, windows, f"--batch-size {settings.batch_size} x --grad-accum "
+                                        f"{settings.grad_accum} = {windows} windows a step")
     _check_out(out, data_path, resume, o["overwrite"])
     _cli._lock_out(ctx, out)
     with _user_errors():
         curves.check_writable(out)
-    rt = _runtime(o["backend"], o["device"], quiet, program="gpt2")
+    device = (cli_mpi.local_device(o["backend"], o["device"], world.local_rank)
+              if world is not None else o["device"])
+    rt = _runtime(o["backend"], device, quiet, program="gpt2")
     with _user_errors():
         if ck is not None:
             config, tok = ck.config, ck.text_tokenizer()
@@ -141,16 +147,17 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
                                 o["block_size"], o["mlp_width"], o["bias"])
         config.validate()
     _cli._check_memory(config, o["backend"], rt, settings.batch_size, settings.steps_per_call,
-                       data.n_tokens, settings.grad_accum, settings.threads,
-                       settings.eval_iters, out)
+                       data.n_tokens, settings.grad_accum,
+                       settings.threads * _cli._ranks_here(world), settings.eval_iters, out)
+    exchange = world.exchange if world is not None else None
     with _user_errors():
         if ck is not None:
-            run = TextTraining.resume(rt, ck, data, settings)
+            run = TextTraining.resume(rt, ck, data, settings, exchange)
         elif init is not None:
             run = TextTraining.start(rt, data, settings, config, init.params,
-                                     _source_name(o["init_from"]))
+                                     _source_name(o["init_from"]), exchange)
         else:
-            run = TextTraining.start(rt, data, settings, config)
+            run = TextTraining.start(rt, data, settings, config, exchange=exchange)
     kind = "characters" if isinstance(data.vocab, CharVocab) else "byte-level BPE"
     say(f"data: {data.path} | {data.n_chars:,} characters, {data.n_tokens:,} tokens, vocab "
         f"size {data.vocab.size} ({kind}) | train {len(data.train):,} tokens, val "
@@ -161,15 +168,19 @@ def train(ctx, o: dict, given: dict, say, quiet: bool) -> None:
     say(f"model: gpt2, {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
         f"block size {config.block_size}, {'with' if config.bias else 'no'} biases | "
         f"num params: {config.num_params() / 1e6:.2f}M | backend: {o['backend']}"
-        + (f" on {settings.threads} threads" if settings.threads > 1 else "")
+        + cli_mpi.describe(world, settings.threads)
         + (f" ({rt.device.name})" if rt.device else ""))
     if ck is not None:
         say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
             + (": the run is complete, nothing to train" if run.done else ""))
+    if world is not None:
+        cli_mpi.share_run(world, cli_mpi.RunSpec("text", run.checkpoint(), (data,), settings,
+                                                 o["backend"], o["device"], o["save_every"],
+                                                 str(out)), run)
     ours = ck.step if ck is not None and out == resume else None
-    stopped = _train_and_save(run, out, o["save_every"], say, quiet, ours)
+    stopped = _train_and_save(run, out, o["save_every"], say, quiet, ours, world)
     if stopped:
-        _cli._exit_saved(ctx, stopped, run, out)
+        _cli._exit_saved(ctx, stopped, run, out, world=world)
     if run.seconds:
         say(f"trained {run.step - (ck.step if ck else 0)} steps in {run.seconds:.1f} s "
             f"({run.positions / max(run.seconds, 1e-9):,.0f} tok/s)")
@@ -240,10 +251,11 @@ def _new_tokenizer(o: dict, data_path: Path, encoding: str, val_fraction: float)
 
 
 def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, quiet: bool,
-                    ours: int | None) -> bool:
+                    ours: int | None, world=None) -> bool:
     """cli's _train_and_save with a text run's display (a tqdm bar on a terminal, else
     progress lines; nanoGPT's evaluation lines) and its loss curves written beside
-    --out at each save. The StopRequest when a signal stopped it (saved), else None."""
+    --out at each save (``world``: rank 0 of an MPI job, as there). The StopRequest
+    when a signal stopped it (saved), else None."""
     bar = None
     if not quiet and sys.stderr.isatty():
         from tqdm import tqdm
@@ -275,7 +287,8 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
                                        f"{e.strerror or e}; the checkpoint is saved") from None
 
     try:
-        return _cli._train_and_save(run, out, save_every, write, ours, advance, curves_beside)
+        return _cli._train_and_save(run, out, save_every, write, ours, advance, curves_beside,
+                                    world)
     finally:
         if bar is not None:
             bar.close()

@@ -21,6 +21,12 @@ GPT-2 (``DataParallelGPT2``) shards a step's windows (all its micro-batches
 together) the same way, and takes nanoGPT's recipe on the host: the global
 gradient norm, clipping, get_lr (Recipe.lr_at) and AdamW (float32, futhark/train.fut's formulas).
 
+The shards' weighted sum is exchange.py's: ``Exchange`` in one process, and
+``MPIExchange`` under ``mpirun``, where the batch is first split among the ranks and
+each rank's partial sum is combined with the others' by Allreduce; both models
+take the same step on every rank (mpi_world.py, cli_mpi.py). --threads and MPI
+ranks are the same mechanism: a rank's contexts are its shards.
+
 The host is in the loop once per step (``--steps-per-call`` fuses nothing here):
 about 1 ms, which pays off once a step takes several (n_embd >= 64; measured 1.7-2.4x
 on 2 cores there; at n_embd 16 none, or a loss: 0.85x of one thread at B = 64).
@@ -34,6 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .exchange import Exchange, shard_rows
 from .gpt2 import DEVICE_NAMES, GPT2Config, GPT2Model, Recipe
 from .model import PARAM_NAMES, GPTConfig, Model, state_arrays
 from .runtime import Runtime
@@ -92,12 +99,13 @@ def adam_step(state: HostState, grad: np.ndarray, num_steps: int, lr: float, bet
     return HostState(params, m, v, state.step + 1)
 
 
-def shard_rows(batch_size: int, threads: int) -> list[slice]:
-    """Consecutive row ranges of a batch, one per shard: min(threads, batch_size) of
-    them, sizes differing by at most one (as numpy.array_split)."""
-    n = min(threads, batch_size)
-    bounds = [batch_size * i // n for i in range(n + 1)]
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+def local_shards(exchange: Exchange, n: int, contexts: int) -> list[slice]:
+    """This process's shards of n rows: its share (``exchange.rows(n)``) cut over its
+    contexts as ``shard_rows`` cuts, as slices of the whole batch (none for an empty
+    share)."""
+    mine = exchange.rows(n)
+    return [slice(mine.start + s.start, mine.start + s.stop)
+            for s in shard_rows(mine.stop - mine.start, contexts)]
 
 
 def runtimes(rt: Runtime, threads: int) -> list[Runtime]:
@@ -119,12 +127,28 @@ def runtimes(rt: Runtime, threads: int) -> list[Runtime]:
 _EXTRA_CONTEXTS: dict[str, list[Runtime]] = {}
 
 
+def _check_contexts(rts: list[Runtime]) -> None:
+    """Several contexts in one process are c contexts (--threads); one may be any backend
+    (an MPI rank's device)."""
+    if not rts or (len(rts) > 1 and any(rt.backend != "c" for rt in rts)):
+        raise ValueError("--threads applies to the c backend only")
+
+
 class _HostStateModel:
     """What both data-parallel models share: the state on the host (``state``, a
-    HostState) and copies of it as the device models' dicts."""
+    HostState), copies of it as the device models' dicts, and the Exchange that sums
+    the shards' gradients (``exchange``; its ``bad_ranks`` name the ranks of a
+    non-finite step)."""
 
     config: GPTConfig
     state: HostState
+    exchange: Exchange
+
+    @property
+    def bad_ranks(self) -> tuple[int, ...]:
+        """The MPI ranks whose shards gave a non-finite loss or gradient in the last step
+        (empty in one process)."""
+        return self.exchange.bad_ranks
 
     def _copies(self, flat: np.ndarray) -> Arrays:
         return {n: a.copy() for n, a in unflatten(flat, self.config).items()}
@@ -146,17 +170,20 @@ class DataParallelModel(_HostStateModel):
     Model's interface.
 
     The state lives on the host (``state``: a HostState); each step sends the
-    parameters to every context and brings back one gradient per shard. Methods
-    and shapes are Model's. Raises ValueError when a Runtime is not the c backend.
+    parameters to every context and brings back one gradient per shard, which
+    ``exchange`` sums (default: this process's shards only; an MPIExchange adds the
+    other ranks'). Methods and shapes are Model's. Raises ValueError when several
+    Runtimes are given and one is not the c backend.
     """
 
-    def __init__(self, rts: list[Runtime], config: GPTConfig, state: HostState):
-        if not rts or any(rt.backend != "c" for rt in rts):
-            raise ValueError("--threads applies to the c backend only")
+    def __init__(self, rts: list[Runtime], config: GPTConfig, state: HostState,
+                 exchange: Exchange | None = None):
+        _check_contexts(rts)
         self.rts = rts
         self.rt = rts[0]
         self.config = config
         self.state = state
+        self.exchange = exchange or Exchange()
         # Adam moments for the contexts' states, made once per context: zero (a fresh
         # model's), as only the gradient is taken there (futhark-ffi passes device
         # arrays through as they are)
@@ -164,17 +191,18 @@ class DataParallelModel(_HostStateModel):
         self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
 
     @classmethod
-    def init(cls, rts: list[Runtime], config: GPTConfig, seed: int) -> "DataParallelModel":
+    def init(cls, rts: list[Runtime], config: GPTConfig, seed: int,
+             exchange: Exchange | None = None) -> "DataParallelModel":
         """Model.init's parameters (the same kernels' RNG), Adam moments zero, step 0."""
         params = Model.init(rts[0], config, seed).params()
-        return cls.from_arrays(rts, config, params)
+        return cls.from_arrays(rts, config, params, exchange=exchange)
 
     @classmethod
     def from_arrays(cls, rts: list[Runtime], config: GPTConfig, params: Arrays,
                     m: Arrays | None = None, v: Arrays | None = None,
-                    step: int = 0) -> "DataParallelModel":
+                    step: int = 0, exchange: Exchange | None = None) -> "DataParallelModel":
         """As Model.from_arrays (a checkpoint); raises ValueError on a shape mismatch."""
-        return cls(rts, config, HostState(*_flat_groups(config, params, m, v), step))
+        return cls(rts, config, HostState(*_flat_groups(config, params, m, v), step), exchange)
 
     def _device_model(self, i: int) -> Model:
         """Context i holding the current parameters (Adam moments zero: only the
@@ -186,23 +214,19 @@ class DataParallelModel(_HostStateModel):
 
     def _loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, np.ndarray]:
         """(mean loss, flat float32 gradient) of one batch: tokens int64 [B, T+1], n_pos
-        int64 [B], from the shards' gradients on the threads (the module's docstring)."""
-        shards = shard_rows(len(n_pos), len(self.rts))
+        int64 [B], from the shards' gradients on the threads (and, under MPI, the
+        other ranks'), each weighted by its share of the batch's positions."""
+        shards = local_shards(self.exchange, len(n_pos), len(self.rts))
         total = float(np.sum(n_pos))
 
         def shard(i: int):
             rows = shards[i]
             return self._device_model(i).loss_grad(tokens[rows], n_pos[rows])
 
-        loss, grad = 0.0, np.zeros(len(self.state.params), np.float32)
-        for rows, (shard_loss, shard_grad) in zip(shards,
-                                                  self._pool.map(shard, range(len(shards)))):
-            w = float(np.sum(n_pos[rows])) / total
-            loss += w * shard_loss
-            flat = flatten(shard_grad)
-            flat *= np.float32(w)
-            grad += flat  # float32, shards in a fixed order
-        return loss, grad
+        parts = ((float(np.sum(n_pos[rows])) / total, shard_loss, flatten(shard_grad))
+                 for rows, (shard_loss, shard_grad)
+                 in zip(shards, self._pool.map(shard, range(len(shards)))))
+        return self.exchange.combine(parts, len(self.state.params))
 
     def loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, Arrays]:
         """As Model.loss_grad: (mean loss, gradient by tensor) of one batch, no update."""
@@ -262,25 +286,28 @@ class DataParallelGPT2(_HostStateModel):
 
     names = DEVICE_NAMES
 
-    def __init__(self, rts: list[Runtime], config: GPT2Config, state: HostState):
-        if not rts or any(rt.backend != "c" for rt in rts):
-            raise ValueError("--threads applies to the c backend only")
+    def __init__(self, rts: list[Runtime], config: GPT2Config, state: HostState,
+                 exchange: Exchange | None = None):
+        _check_contexts(rts)
         self.rts, self.rt, self.config, self.state = rts, rts[0], config, state
+        self.exchange = exchange or Exchange()
         self._decay = np.concatenate([np.full(int(np.prod(shape)), name in DECAYED)
                                       for name, shape in config.shapes().items()])
         self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
 
     @classmethod
-    def init(cls, rts: list[Runtime], config: GPT2Config, seed: int) -> "DataParallelGPT2":
+    def init(cls, rts: list[Runtime], config: GPT2Config, seed: int,
+             exchange: Exchange | None = None) -> "DataParallelGPT2":
         """GPT2Model.init's weights (the kernels' RNG), moments zero, step 0."""
-        return cls.from_arrays(rts, config, GPT2Model.init(rts[0], config, seed).params())
+        return cls.from_arrays(rts, config, GPT2Model.init(rts[0], config, seed).params(),
+                               exchange=exchange)
 
     @classmethod
     def from_arrays(cls, rts: list[Runtime], config: GPT2Config, params: Arrays,
                     m: Arrays | None = None, v: Arrays | None = None,
-                    step: int = 0) -> "DataParallelGPT2":
+                    step: int = 0, exchange: Exchange | None = None) -> "DataParallelGPT2":
         """As GPT2Model.from_arrays; raises ValueError on a shape mismatch."""
-        return cls(rts, config, HostState(*_flat_groups(config, params, m, v), step))
+        return cls(rts, config, HostState(*_flat_groups(config, params, m, v), step), exchange)
 
     def _device_model(self, i: int) -> GPT2Model:
         """Context i holding the current weights (moments zero: only gradients and
@@ -290,21 +317,18 @@ class DataParallelGPT2(_HostStateModel):
 
     def _loss_grad(self, windows: np.ndarray) -> tuple[float, np.ndarray]:
         """(mean loss, flat gradient) of windows [N, T+1] (all positions count), from the
-        shards' on the threads, weighted by their share of the rows, in a fixed order."""
-        shards = shard_rows(len(windows), len(self.rts))
+        shards' on the threads (and, under MPI, the other ranks'), weighted by their
+        share of the rows, in a fixed order."""
+        shards = local_shards(self.exchange, len(windows), len(self.rts))
 
         def shard(i: int):
             return self._device_model(i).loss_grad(windows[shards[i]])
 
-        loss, grad = 0.0, np.zeros(len(self.state.params), np.float32)
-        for rows, (shard_loss, shard_grad) in zip(shards,
-                                                  self._pool.map(shard, range(len(shards)))):
-            w = (rows.stop - rows.start) / len(windows)
-            loss += w * shard_loss
-            flat = flatten(shard_grad, DEVICE_NAMES)
-            flat *= np.float32(w)
-            grad += flat
-        return loss, grad
+        parts = (((rows.stop - rows.start) / len(windows), shard_loss,
+                  flatten(shard_grad, DEVICE_NAMES))
+                 for rows, (shard_loss, shard_grad)
+                 in zip(shards, self._pool.map(shard, range(len(shards)))))
+        return self.exchange.combine(parts, len(self.state.params))
 
     def train(self, tokens: np.ndarray, n_pos: np.ndarray | None, recipe: Recipe
               ) -> tuple[np.ndarray, np.ndarray]:
@@ -325,10 +349,12 @@ class DataParallelGPT2(_HostStateModel):
         return losses, norms
 
     def losses(self, tokens: np.ndarray, n_pos: np.ndarray | None = None) -> np.ndarray:
-        """As GPT2Model.losses, the I batches split over the contexts."""
-        parts = shard_rows(len(tokens), len(self.rts))
-        return np.concatenate(list(self._pool.map(
+        """As GPT2Model.losses, the I batches split over the contexts (and the ranks)."""
+        parts = local_shards(self.exchange, len(tokens), len(self.rts))
+        mine = (np.concatenate(list(self._pool.map(
             lambda i: self._device_model(i).losses(tokens[parts[i]]), range(len(parts)))))
+            if parts else np.zeros(0, np.float32))
+        return self.exchange.gather(mine, len(tokens))
 
     def generate(self, seed: int, n: int, temperature: float, top_k: int, prompt: np.ndarray,
                  max_new: int, first: int = 0) -> np.ndarray:

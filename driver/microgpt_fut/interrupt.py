@@ -39,7 +39,7 @@ _exit = os._exit  # ends the process without unwinding (a seam for tests)
 class StopRequest:
     """A flag set by the first signal; call it to read it (``should_stop`` of Training.run).
     ``signum``: that signal's number, or None. ``on_second()`` gives the line printed
-    when a second signal ends the process (set by the command)."""
+    when a second signal ends the process (set by the command; None prints nothing)."""
 
     def __init__(self):
         self.signum: int | None = None
@@ -80,8 +80,9 @@ class StopRequest:
             msg = self.on_second()
         except Exception:  # never let a message stop the exit
             msg = "interrupted twice: stopped without saving"
-        with contextlib.suppress(OSError):
-            os.write(2, f"Error: {msg}\n".encode())
+        if msg is not None:  # None: another process speaks (an MPI worker's rank 0)
+            with contextlib.suppress(OSError):
+                os.write(2, f"Error: {msg}\n".encode())
         _exit(128 + signum)
 
 

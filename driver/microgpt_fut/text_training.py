@@ -25,7 +25,8 @@ from .pacing import CallPacer
 from .runtime import Runtime
 from .text import TextData
 from .data_parallel import DataParallelGPT2, runtimes
-from .trainer import Diverged, _finite
+from .exchange import Exchange
+from .trainer import Diverged, _finite, bad_ranks, uses_host_state
 
 
 @dataclass(frozen=True)
@@ -85,14 +86,16 @@ class TextSettings:
                 "beta2": float(r.beta2), "eps": float(r.eps),
                 "weight_decay": float(r.weight_decay), "grad_clip": float(r.grad_clip)}
 
-    def model(self, rt: Runtime, config: GPT2Config, *arrays, step: int = 0):
+    def model(self, rt: Runtime, config: GPT2Config, *arrays, step: int = 0,
+              exchange: Exchange | None = None):
         """The run's model: on the device (GPT2Model), or over ``threads`` c contexts
-        (data_parallel.DataParallelGPT2); fresh under the seed when no arrays are given,
-        else from (params, m, v)."""
-        if self.threads > 1:
+        and/or MPI ranks (``exchange``; data_parallel.DataParallelGPT2); fresh under
+        the seed when no arrays are given, else from (params, m, v)."""
+        if uses_host_state(self.threads, exchange):
             rts = runtimes(rt, self.threads)
-            return (DataParallelGPT2.from_arrays(rts, config, *arrays, step=step) if arrays
-                    else DataParallelGPT2.init(rts, config, self.seed))
+            return (DataParallelGPT2.from_arrays(rts, config, *arrays, step=step,
+                                                 exchange=exchange) if arrays
+                    else DataParallelGPT2.init(rts, config, self.seed, exchange))
         return (GPT2Model.from_arrays(rt, config, *arrays, step=step) if arrays
                 else GPT2Model.init(rt, config, self.seed))
 
@@ -137,10 +140,11 @@ class TextTraining:
     @classmethod
     def start(cls, rt: Runtime, data: TextData, settings: TextSettings,
               config: GPT2Config, params: dict[str, np.ndarray] | None = None,
-              init_from: str = "") -> "TextTraining":
+              init_from: str = "", exchange: Exchange | None = None) -> "TextTraining":
         """A fresh run: GPT-2's initialisation under settings.seed, or (``train
         --init-from``) the weights ``params`` (device arrays of config's shapes) with
         AdamW's moments at zero; ``init_from`` names that model in the checkpoint.
+        Each step's windows are shared by the MPI ranks of ``exchange``, if given.
 
         config.vocab_size must be the tokenizer's size, or (a model whose vocabulary
         is padded, like nanoGPT's 50304) larger. Raises ValueError naming the option
@@ -151,17 +155,18 @@ class TextTraining:
                 params is not None and config.vocab_size > data.vocab.size):
             raise ValueError(f"vocab_size {config.vocab_size} does not match the text's "
                              f"{data.vocab.size}")
-        model = settings.model(rt, config) if params is None else \
-            settings.model(rt, config, params)
+        model = settings.model(rt, config, exchange=exchange) if params is None else \
+            settings.model(rt, config, params, exchange=exchange)
         run = cls(model, data, settings, np.zeros(0, np.float32), np.zeros(0, np.float32), [])
         run.init_from = init_from
         return run
 
     @classmethod
     def resume(cls, rt: Runtime, ck: Checkpoint, data: TextData,
-               settings: TextSettings) -> "TextTraining":
+               settings: TextSettings, exchange: Exchange | None = None) -> "TextTraining":
         """The text run saved in ck, continued on data (the same text, checked by
-        SHA-256). Raises ValueError when it cannot continue."""
+        SHA-256; on the MPI ranks of ``exchange``, if given). Raises ValueError when it
+        cannot continue."""
         settings.validate()
         if ck.m is None or ck.v is None or ck.losses is None or ck.norms is None:
             raise ValueError("the checkpoint lacks AdamW's moments or its loss history")
@@ -171,7 +176,8 @@ class TextTraining:
                              f"SHA-256 {str(ck.train.get('data_sha256'))[:12]}...)")
         if not 0 <= ck.step <= settings.num_steps:
             raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
-        model = settings.model(rt, ck.config, ck.params, ck.m, ck.v, step=ck.step)
+        model = settings.model(rt, ck.config, ck.params, ck.m, ck.v, step=ck.step,
+                               exchange=exchange)
         run = cls(model, data, settings, ck.losses, ck.norms, ck.evals or [])
         run.init_from = ck.train.get("init_from", "")
         return run
@@ -231,12 +237,13 @@ class TextTraining:
             m, v = self.model.adam()
             if not (math.isfinite(loss) and _finite(self.model.params()) and _finite(m)
                     and _finite(v)):
+                ranks = bad_ranks(self.model)
                 self.model.state = before
                 self.losses, self.norms = self.losses[:first + j], self.norms[:first + j]
                 self.step = first + j
                 return Diverged(first + j + 1, self.num_steps,
                                 f"the loss is {loss}" if not math.isfinite(loss) else
-                                "a gradient or parameter became infinite or NaN")
+                                "a gradient or parameter became infinite or NaN", ranks)
             before = self.model.state
         self.model.state = before
         return Diverged(first + 1, self.num_steps, "the loss or state became NaN or infinite")

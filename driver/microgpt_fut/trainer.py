@@ -21,6 +21,7 @@ import numpy as np
 
 from .checkpoint import Checkpoint
 from .data_parallel import DataParallelModel, runtimes
+from .exchange import Exchange
 from .data import DataInfo, Vocab, batch_indices, docs_sha256, shuffled
 from .model import GPTConfig, Model
 from .pacing import CallPacer
@@ -35,7 +36,8 @@ class TrainSettings:
 
     threads > 1 (c backend only) trains each step's batch in shards on that many
     threads (data_parallel.DataParallelModel), at most one per document of the batch;
-    1 keeps the whole run on the device.
+    1 keeps the whole run on the device (unless MPI ranks share the batch:
+    ``Training.start``'s exchange).
     """
 
     num_steps: int = 1000
@@ -79,10 +81,26 @@ class Diverged(RuntimeError):
     is one line naming the step.
     """
 
-    def __init__(self, step: int, num_steps: int, what: str):
-        super().__init__(f"training diverged at step {step} of {num_steps}: {what} "
+    def __init__(self, step: int, num_steps: int, what: str, ranks: tuple[int, ...] = ()):
+        by = ""
+        if ranks:
+            by = (f", in rank {ranks[0]}'s share of the batch" if len(ranks) == 1 else
+                  f", in the shares of ranks {', '.join(map(str, ranks))}")
+        super().__init__(f"training diverged at step {step} of {num_steps}: {what}{by} "
                          "(try a smaller --lr)")
         self.step = step
+
+
+def bad_ranks(model) -> tuple[int, ...]:
+    """The MPI ranks whose shard gave a non-finite loss or gradient in the model's last
+    step (data_parallel models under MPI; empty otherwise)."""
+    return getattr(model, "bad_ranks", ())
+
+
+def uses_host_state(contexts: int, exchange: Exchange | None) -> bool:
+    """Whether a run trains on the host-state data-parallel models: with several
+    contexts (--threads) or several MPI ranks."""
+    return contexts > 1 or (exchange is not None and exchange.size > 1)
 
 
 # progress(step, num_steps, mean loss since the last report, tokens per second since then)
@@ -121,13 +139,16 @@ class Training:
     @classmethod
     def start(cls, rt: Runtime, docs: list[str], settings: TrainSettings, config: GPTConfig,
               data: DataInfo | None = None, vocab: Vocab | None = None,
-              params: dict[str, np.ndarray] | None = None) -> "Training":
+              params: dict[str, np.ndarray] | None = None,
+              exchange: Exchange | None = None) -> "Training":
         """A fresh run: Model.init under settings.seed, or (``train --init-from``) the
         weights ``params`` (device arrays of config's shapes) with Adam's moments at zero.
 
         vocab: the model's vocabulary (default: the data's, ``Vocab.from_docs(docs)``);
-        config.vocab_size must be its size. Raises ValueError (naming the option)
-        for bad settings or sizes, and when a document has a character outside vocab.
+        config.vocab_size must be its size. exchange: an MPIExchange when MPI ranks
+        share each batch (the run then trains on DataParallelModel). Raises ValueError
+        (naming the option) for bad settings or sizes, and when a document has a
+        character outside vocab.
         """
         settings.validate()
         config.validate()
@@ -142,10 +163,11 @@ class Training:
             raise ValueError(f"the data has characters the model does not know: "
                              f"{''.join(unknown)!r}")
         data = data or DataInfo("", "", "utf-8", docs_sha256(docs), len(docs))
-        if settings.contexts > 1:
+        if uses_host_state(settings.contexts, exchange):
             rts = runtimes(rt, settings.contexts)
-            model = (DataParallelModel.from_arrays(rts, config, params) if params is not None
-                     else DataParallelModel.init(rts, config, settings.seed))
+            model = (DataParallelModel.from_arrays(rts, config, params, exchange=exchange)
+                     if params is not None
+                     else DataParallelModel.init(rts, config, settings.seed, exchange))
         else:
             model = (Model.from_arrays(rt, config, params) if params is not None
                      else Model.init(rt, config, settings.seed))
@@ -153,11 +175,12 @@ class Training:
 
     @classmethod
     def resume(cls, rt: Runtime, ck: Checkpoint, docs: list[str], settings: TrainSettings,
-               data: DataInfo) -> "Training":
+               data: DataInfo, exchange: Exchange | None = None) -> "Training":
         """The run saved in ck, continued on docs (which must be the run's own data).
 
         settings must be the checkpoint's (resume.settings_for gives them);
-        only steps_per_call and threads may differ. ck needs Adam's moments. Raises
+        only steps_per_call and threads may differ (and the MPI ranks: exchange, as
+        in ``start``). ck needs Adam's moments. Raises
         ValueError when docs are not the checkpoint's documents or ck cannot
         continue (no Adam moments or loss history, step beyond the total).
         """
@@ -174,9 +197,9 @@ class Training:
             raise ValueError("the documents' characters differ from the checkpoint's vocabulary")
         if ck.losses is None:
             raise ValueError("the checkpoint has no loss history ('train.losses')")
-        if settings.contexts > 1:
+        if uses_host_state(settings.contexts, exchange):
             model = DataParallelModel.from_arrays(runtimes(rt, settings.contexts), ck.config,
-                                                  ck.params, ck.m, ck.v, ck.step)
+                                                  ck.params, ck.m, ck.v, ck.step, exchange)
         else:
             model = Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
         run = cls(model, vocab, settings, docs, data, ck.losses, ck.step)
@@ -230,9 +253,10 @@ class Training:
             elif not self._state_finite():
                 what = "a gradient or parameter became infinite or NaN"
             if what is not None:
+                ranks = bad_ranks(self.model)
                 self.model.state = before
                 self.step = first + j
-                return Diverged(first + j + 1, self.settings.num_steps, what)
+                return Diverged(first + j + 1, self.settings.num_steps, what, ranks)
             self._record(first + j, np.array([loss], np.float32))
             before = self.model.state
         # Not reproduced one step at a time (only possible on a non-deterministic
