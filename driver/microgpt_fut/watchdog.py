@@ -170,10 +170,19 @@ class Watchdog:
         """Stop reporting (the process is ending in order) and close the connections."""
         self._closed = True
         for p in self.peers:
+            # Read what the peer sent first: closing a socket with unread data makes the
+            # kernel send a reset, which can discard our last "bye" on the other side.
             try:
-                p.sock.close()
+                p.sock.setblocking(False)
+                while p.sock.recv(65536):
+                    pass
             except OSError:
                 pass
+            for close in (lambda: p.sock.shutdown(socket.SHUT_RDWR), p.sock.close):
+                try:
+                    close()
+                except OSError:
+                    pass
 
     def wait_bye(self, rank: int, seconds: float | None) -> None:
         """Wait until ``rank`` has said bye or its connection ended (at most seconds;
