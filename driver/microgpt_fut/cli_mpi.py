@@ -12,6 +12,7 @@ printing. Other commands (``sample``, ``devices``, ``--help``) run on rank 0 alo
 """
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -67,11 +68,15 @@ def main(click_main: Callable[..., object], args) -> NoReturn:
         sys.exit(_run(click_main, None, claim=lambda: None))
     try:
         world = mpi_world.join()
+    except ImportError:
+        if rank == 0:
+            mpi_world.write_line(f"Error: an MPI launcher started {mpi_world.launched()[1]} "
+                                  "processes, but mpi4py is not installed: run ./build.sh (or "
+                                  "pip install mpi4py)")
+        os._exit(1)
     except (mpi_world.WatchdogError, ValueError) as e:
         if rank == 0 or isinstance(e, mpi_world.WatchdogError):
-            mpi_world._write_line(f"Error: {e}")
-        import os
-
+            mpi_world.write_line(f"Error: {e}")
         os._exit(1)
     if world.rank > 0:
         world.finish(serve(world))

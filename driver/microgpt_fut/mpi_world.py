@@ -194,7 +194,7 @@ class World:
                 kept = self.kept()
             except Exception:  # never let a message stop the exit
                 pass
-            _write_line(f"Error: rank {rank} {what}" + (f"; {kept}" if kept else ""))
+            write_line(f"Error: rank {rank} {what}" + (f"; {kept}" if kept else ""))
             self.watchdog.bye(1)
             for path in list(PARTIAL_FILES):  # a save in progress: --out keeps the last one
                 try:
@@ -207,7 +207,7 @@ class World:
                 except Exception:
                     pass
         elif self.rank == 1:
-            _write_line(f"Error: rank 0 {what}: the job stops")
+            write_line(f"Error: rank 0 {what}: the job stops")
         os._exit(1)
 
     def _on_bye(self, rank: int, status: int) -> None:
@@ -218,7 +218,9 @@ class World:
             os._exit(status)
 
 
-def _write_line(line: str) -> None:
+def write_line(line: str) -> None:
+    """Print one line on stderr at once (os.write: safe from the watchdog's thread while
+    the process is about to end)."""
     try:
         sys.stderr.flush()
         os.write(2, (line + "\n").encode("utf-8", "replace"))
