@@ -157,3 +157,29 @@ def test_calls_are_paced_by_time_and_end_at_multiples(per_step, expected):
         done += k
     assert ks == expected
     assert CallPacer(5).next_k(3, 1) == 1
+
+
+def test_a_killed_runs_lock_is_not_in_the_way(tmp_path):
+    """SIGKILL leaves the lock file behind, but not the lock (flock dies with its
+    process): the killed run's last periodic checkpoint is whole, and a new run on the
+    same --out proceeds (and removes the lock file when it ends)."""
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    data = small_data(tmp_path)
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "train", "--data", str(data),
+                          "--steps", str(STEPS), "--save-every", "200", "--samples", "0",
+                          "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    for line in p.stdout:
+        if line.startswith("saved checkpoint"):
+            break
+    p.kill()
+    p.wait(timeout=60)
+    assert (tmp_path / ".m.safetensors.lock").exists()
+    step = ckpt.load(out).step
+    assert step % 200 == 0 and step > 0  # the last periodic save is whole
+    r = subprocess.run([sys.executable, "-m", "microgpt_fut", "train", "--data", str(data),
+                        "--steps", "5", "--samples", "0", "--overwrite", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ckpt.load(out).step == 5 and not (tmp_path / ".m.safetensors.lock").exists()
