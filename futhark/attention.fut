@@ -2,10 +2,11 @@
 --
 -- A sequence's activations are [T][C]; head h owns columns h*D .. (h+1)*D-1,
 -- D = C / n_head.  `causal_attention` is one head over a whole sequence (with
--- the causal mask), `cached_attention` one head for the newest token over a KV
--- cache.
+-- the causal mask), `cached_heads` every head for the newest token over a KV
+-- cache (sampling).
 
 import "nn"
+import "layout"
 
 -- | [T][C] activations as per-head arrays [n_head][T][C/n_head].
 def split_heads [T][C] (n_head: i64) (x: [T][C]f32) : [n_head][T][C / n_head]f32 =
@@ -36,9 +37,30 @@ def head_cols [R][C] (n_head: i64) (w: [R][C]f32) : [n_head][R][C / n_head]f32 =
   let D = C / n_head
   in tabulate n_head (\h -> w[:, h * D:(h + 1) * D] :> [R][D]f32)
 
--- | One head's attention for the newest token at `pos`, over a KV cache whose
--- rows 0..pos are filled.  q: [D], ks, vs: [T][D].
-def cached_attention [T][D] (pos: i64) (q: [D]f32) (ks: [T][D]f32) (vs: [T][D]f32) : [D]f32 =
+-- | Multi-head attention of the newest token at `pos` over its KV cache (ks, vs:
+-- [T][C], rows 0..pos filled; q: [C]): per head, softmax of the scaled dot
+-- products with the keys, then the weighted sum of the values (microgpt's
+-- attention for one token).  It reads only the pos+1 filled rows, and each
+-- head's D columns where they lie (by slices on c/multicore, by reshapes on the
+-- GPU backends: layout.fut): per-head copies of the whole cache (`head_cols`)
+-- cost more than the rest of a 124M-shaped model's step at T = 1024.
+def cached_heads [T][C] (n_head: i64) (pos: i64) (q: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32)
+                 : [C]f32 =
+  let D = C / n_head
   let scale = 1 / f32.sqrt (f32.i64 D)
-  let attn_weights = masked_softmax (pos + 1) (map (\k_s -> dot q k_s * scale) ks)
-  in map (dot attn_weights) (transpose vs)
+  let (ks, vs) = (ks[:pos + 1], vs[:pos + 1])
+  -- weighted sum of the value rows, accumulated row by row (contiguous reads)
+  let mix [m] (w: [m]f32) (rows: [m][D]f32) : [D]f32 =
+    reduce_comm (map2 (+)) (replicate D 0) (map2 (\wt r -> map (* wt) r) w rows)
+  in if heads_by_slices then
+       let head (hh: i64) : [D]f32 =
+         let cols (r: [C]f32) = r[hh * D:(hh + 1) * D] :> [D]f32
+         let qh = cols q
+         in mix (softmax (map (\k -> dot qh (cols k) * scale) ks)) (map cols vs)
+       in flatten (tabulate n_head head) :> [C]f32
+     else
+       let split (r: [C]f32) = unflatten (r :> [n_head * D]f32)
+       let (qh, kh, vh) = (split q, map split ks, map split vs)
+       in flatten (map (\hh -> mix (softmax (map (\k -> dot qh[hh] k[hh] * scale) kh))
+                                   (map (\v -> v[hh]) vh))
+                       (iota n_head)) :> [C]f32

@@ -112,17 +112,6 @@ def layer_norm [n] (bias: bool) (w: [n]f32) (b: [n]f32) (x: [n]f32) : [n]f32 =
 def affine [nin][nout] (bias: bool) (w: [nout][nin]f32) (b: [nout]f32) (x: [nin]f32) : [nout]f32 =
   map2 (\wo bo -> let y = dot wo x in if bias then y + bo else y) w b
 
--- | W x for each of n inputs xs: [n][nin] -> [n][nout], w: [nout][nin], with the
--- weights in the outer loop, so that a step of batched decoding (`gpt_tokens`)
--- reads each weight row once for all n sequences instead of once per sequence
--- (the same dot products as `map (\x -> linear x w) xs`).  The [nout][n]
--- results are gathered into a new [n][nout] array: a `transpose` (even copied)
--- stays a view of the [nout][n] memory, and the next layer's dot products would
--- read each input with a stride of n (measured 7x slower at n = 8).
-def linear_rows [n][nin][nout] (w: [nout][nin]f32) (xs: [n][nin]f32) : [n][nout]f32 =
-  let r = map (\wo -> map (dot wo) xs) w
-  in opaque (tabulate n (\i -> tabulate nout (\o -> r[o, i])))
-
 -- | `affine` on each of n inputs, as `linear_rows`.
 def affine_rows [n][nin][nout] (bias: bool) (w: [nout][nin]f32) (b: [nout]f32)
                 (xs: [n][nin]f32) : [n][nout]f32 =
@@ -189,33 +178,6 @@ def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [
   let x = map2 (\tok pos -> map2 (+) p.wte[tok] p.wpe[pos]) tokens (iota n)
   let x = loop x for li < L do block p h li x
   in map (head p h) x
-
--- | Multi-head attention of the newest token at `pos` over its KV cache (ks, vs:
--- [T][C], rows 0..pos filled): attention.fut's `cached_attention` per head, but
--- reading only the pos+1 filled rows, and each head's D columns where they lie
--- (by slices on c/multicore, by reshapes on the GPU backends: layout.fut).
--- The per-head copies of the whole cache that `head_cols` makes cost more than
--- the rest of a 124M-shaped model's step at T = 1024.
-def cached_heads [T][C] (n_head: i64) (pos: i64) (q: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32)
-                 : [C]f32 =
-  let D = C / n_head
-  let scale = 1 / f32.sqrt (f32.i64 D)
-  let (ks, vs) = (ks[:pos + 1], vs[:pos + 1])
-  -- weighted sum of the value rows, accumulated row by row (contiguous reads)
-  let mix [m] (w: [m]f32) (rows: [m][D]f32) : [D]f32 =
-    reduce_comm (map2 (+)) (replicate D 0) (map2 (\wt r -> map (* wt) r) w rows)
-  in if heads_by_slices then
-       let head (hh: i64) : [D]f32 =
-         let cols (r: [C]f32) = r[hh * D:(hh + 1) * D] :> [D]f32
-         let qh = cols q
-         in mix (softmax (map (\k -> dot qh (cols k) * scale) ks)) (map cols vs)
-       in flatten (tabulate n_head head) :> [C]f32
-     else
-       let split (r: [C]f32) = unflatten (r :> [n_head * D]f32)
-       let (qh, kh, vh) = (split q, map split ks, map split vs)
-       in flatten (map (\hh -> mix (softmax (map (\k -> dot qh[hh] k[hh] * scale) kh))
-                                   (map (\v -> v[hh]) vh))
-                       (iota n_head)) :> [C]f32
 
 -- | The sampling forward: one token of each of n sequences at position `pos`,
 -- keys and values appended to the caches [L][n][T][C]; logits [n][V].  The

@@ -138,9 +138,16 @@ def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
           else loop x for li < L do layer li x
   in map (`linear` p.lm_head) x
 
+-- | `mlp` on n positions at once, weights outermost (`linear_rows`): sampling's form.
+def mlp_rows [n][C][F] (mlp_fc1: [F][C]f32) (mlp_fc2: [C][F]f32) (x: [n][C]f32) : [n][C]f32 =
+  let h = map (map relu) (linear_rows mlp_fc1 (map rmsnorm x))
+  in map2 (map2 (+)) (linear_rows mlp_fc2 h) x
+
 -- | microgpt's `gpt` for n independent sequences at once: logits [n][V] for one
 -- token each, all at position `pos`, appending their keys and values to the
 -- caches keys, values: [L][n][T][C] (rows > pos are unused).  n = 1 is microgpt.
+-- The linear layers take the n tokens together (`linear_rows`), so a batch
+-- reads the weights once per position, not once per sequence.
 def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
                (tokens: [n]i64) (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32)
                : ([n][V]f32, *[L][n][T][C]f32, *[L][n][T][C]f32) =
@@ -151,25 +158,14 @@ def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
       -- 1) multi-head attention over the cache
       let x_residual = x
       let xn = map rmsnorm x
-      let q = map (`linear` p.attn_wq[li]) xn
-      let keys = keys with [li, :, pos] = map (`linear` p.attn_wk[li]) xn
-      let values = values with [li, :, pos] = map (`linear` p.attn_wv[li]) xn
-      -- head h reads its D columns of the cache: sliced where `heads_by_slices` (no
-      -- integer division in the inner loops), reshaped elsewhere (layout.fut)
-      let D = C / n_head
-      let attend (q_i: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32) : [C]f32 =
-        let heads = if heads_by_slices
-                    then map3 (cached_attention pos) (tabulate n_head (\h -> q_i[h * D:(h + 1) * D] :> [D]f32))
-                              (head_cols n_head ks :> [n_head][T][D]f32)
-                              (head_cols n_head vs :> [n_head][T][D]f32)
-                    else map3 (cached_attention pos) (unflatten (q_i :> [n_head * (C / n_head)]f32))
-                              (split_heads n_head ks) (split_heads n_head vs) :> [n_head][D]f32
-        in flatten heads :> [C]f32
-      let x_attn = map3 attend q keys[li] values[li]
-      let x = map2 (map2 (+)) (map (`linear` p.attn_wo[li]) x_attn) x_residual
+      let q = linear_rows p.attn_wq[li] xn
+      let keys = keys with [li, :, pos] = linear_rows p.attn_wk[li] xn
+      let values = values with [li, :, pos] = linear_rows p.attn_wv[li] xn
+      let x_attn = map3 (cached_heads n_head pos) q keys[li] values[li]
+      let x = map2 (map2 (+)) (linear_rows p.attn_wo[li] x_attn) x_residual
       -- 2) MLP
-      in (map (mlp p.mlp_fc1[li] p.mlp_fc2[li]) x, keys, values)
-  in (map (`linear` p.lm_head) x, keys, values)
+      in (mlp_rows p.mlp_fc1[li] p.mlp_fc2[li] x, keys, values)
+  in (linear_rows p.lm_head x, keys, values)
 
 -- | microgpt as a `gpt_model` (gpt_model.fut): its hyper-parameter is n_head.
 module microgpt_model = {

@@ -6,6 +6,17 @@ def dot [n] (a: [n]f32) (b: [n]f32) : f32 = f32.sum (map2 (*) a b)
 def linear [nin][nout] (x: [nin]f32) (w: [nout][nin]f32) : [nout]f32 =
   map (\wo -> dot wo x) w
 
+-- | W x for each of n inputs xs: [n][nin] -> [n][nout], w: [nout][nin], with the
+-- weights in the outer loop, so that a step of batched decoding (`gpt_tokens`)
+-- reads each weight row once for all n sequences instead of once per sequence
+-- (the same dot products as `map (\x -> linear x w) xs`).  The [nout][n]
+-- results are gathered into a new [n][nout] array: a `transpose` (even copied)
+-- stays a view of the [nout][n] memory, and the next layer's dot products would
+-- read each input with a stride of n (measured 7x slower at n = 8).
+def linear_rows [n][nin][nout] (w: [nout][nin]f32) (xs: [n][nin]f32) : [n][nout]f32 =
+  let r = map (\wo -> map (dot wo) xs) w
+  in opaque (tabulate n (\i -> tabulate nout (\o -> r[o, i])))
+
 -- | microgpt's `rmsnorm`: x / sqrt(mean(x^2) + 1e-5), no learned gain.
 def rmsnorm [n] (x: [n]f32) : [n]f32 =
   let ms = dot x x / f32.i64 n
