@@ -1,6 +1,8 @@
 """Helpers shared by the tests of the driver (CLI, data, checkpoints, resume, threads)."""
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,20 @@ def assert_one_line_error(result, *fragments: str) -> str:
     for f in fragments:
         assert f in lines[0], (f, lines[0])
     return lines[0]
+
+
+def sigint_at_step(monkeypatch, model_class, step: int) -> None:
+    """Make the device call (``model_class.train``, of Model or GPT2Model) that ends at
+    ``step`` be followed by a real SIGINT to this process."""
+    real = model_class.train
+
+    def train_then_signal(self, *a, **kw):
+        out = real(self, *a, **kw)
+        if self.step() == step:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(model_class, "train", train_then_signal)
 
 
 def broken_checkpoints(folder: Path, good: Path) -> list[tuple[Path, str]]:

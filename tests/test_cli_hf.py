@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli_helpers import assert_one_line_error, need_backend
+from cli_helpers import assert_one_line_error, need_backend, sigint_at_step
 from conftest import backend_params, get_runtime
 from hf_helpers import SHAKESPEARE, need, random_hf_model, save_hf_folder, shakespeare, small_bpe
 from microgpt_fut import checkpoint as ckpt
@@ -74,20 +74,9 @@ def test_bpe_run_exports_to_a_folder_transformers_loads_with_our_logits(bpe_run,
 def test_bpe_run_resumes_bit_for_bit(bpe_run, text_file, tmp_path, monkeypatch):
     """A real SIGINT after the call ending at step 20 saves; `train --resume` (which
     reads the BPE back from the checkpoint) then ends with the straight run's bits."""
-    import os
-    import signal
-
-    real = GPT2Model.train
-
-    def train_then_signal(self, *a, **kw):
-        out = real(self, *a, **kw)
-        if self.step() == 20:
-            os.kill(os.getpid(), signal.SIGINT)
-        return out
-
     part = tmp_path / "part.safetensors"
     with monkeypatch.context() as m:
-        m.setattr(GPT2Model, "train", train_then_signal)
+        sigint_at_step(m, GPT2Model, 20)
         r = run("train", "--arch", "gpt2", "--data-format", "text", "--data", text_file,
                 *SIZES, "--tokenizer", "bpe", "--vocab-size", 300, "--batch-size", 4,
                 "--steps", 30, "--eval-every", 10, "--eval-iters", 2, "--samples", 0,

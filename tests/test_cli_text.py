@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import reference_gpt2 as R
-from cli_helpers import assert_one_line_error
+from cli_helpers import assert_one_line_error, sigint_at_step
 from conftest import SHARED_DATA, get_runtime, in_ci
 from microgpt_fut import checkpoint as ckpt
 from microgpt_fut.cli import main
@@ -236,24 +236,13 @@ def test_ctrl_c_saves_and_resume_equals_the_straight_run(text_file, tmp_path, mo
     """A real SIGINT after the call that ends at step 10 (calls end at multiples of 5 and
     at evaluations): exit 130, the checkpoint of step 10 (and its curves) saved;
     `train --resume` then ends with the straight run's bits."""
-    import os
-    import signal
-
     from microgpt_fut.gpt2 import GPT2Model
 
     full = tmp_path / "full.safetensors"
     assert run_cli(*train_args(text_file, full)).exit_code == 0
-    real = GPT2Model.train
-
-    def train_then_signal(self, *a, **kw):
-        out = real(self, *a, **kw)
-        if self.step() == 10:
-            os.kill(os.getpid(), signal.SIGINT)
-        return out
-
     part = tmp_path / "part.safetensors"
     with monkeypatch.context() as m:
-        m.setattr(GPT2Model, "train", train_then_signal)
+        sigint_at_step(m, GPT2Model, 10)
         r = run_cli(*train_args(text_file, part, "--steps-per-call", "5"))
     assert r.exit_code == 130, r.output
     assert f"saved the checkpoint of step 10 of 24 to {str(part)!r}" in r.stderr

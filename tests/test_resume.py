@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli_helpers import (assert_one_line_error, broken_checkpoints, diverge, need_backend,
-                         small_data)
+                         sigint_at_step, small_data)
 from microgpt_fut import checkpoint as ckpt
 from microgpt_fut.cli import main
 from microgpt_fut.data import batch_indices, load_data
@@ -130,19 +130,6 @@ def _ck_arrays(path: Path) -> dict[str, np.ndarray]:
     return load_file(str(path))
 
 
-def _sigint_at_step(monkeypatch, step: int) -> None:
-    """Make the device call that ends at ``step`` be followed by a real SIGINT to this process."""
-    real = Model.train
-
-    def train_then_signal(self, *a, **kw):
-        out = real(self, *a, **kw)
-        if self.step() == step:
-            os.kill(os.getpid(), signal.SIGINT)
-        return out
-
-    monkeypatch.setattr(Model, "train", train_then_signal)
-
-
 def test_cli_interrupt_and_resume_equal_straight_run(tmp_path, monkeypatch):
     need_backend("c")
     data = seven(tmp_path)
@@ -152,7 +139,7 @@ def test_cli_interrupt_and_resume_equal_straight_run(tmp_path, monkeypatch):
 
     part = tmp_path / "part.safetensors"
     with monkeypatch.context() as m:
-        _sigint_at_step(m, 25)
+        sigint_at_step(m, Model, 25)
         r = run("train", *common, "--steps-per-call", 5, "--out", part)
     assert r.exit_code == 130, r.output
     assert f"saved the checkpoint of step 25 of 60 to {str(part)!r}" in r.stderr
@@ -176,7 +163,7 @@ def test_resume_with_explicit_out_keeps_the_checkpoint(tmp_path, monkeypatch):
     data = seven(tmp_path)
     part = tmp_path / "part.safetensors"
     with monkeypatch.context() as m:
-        _sigint_at_step(m, 10)
+        sigint_at_step(m, Model, 10)
         r = run("train", "--data", data, "--steps", 20, "--steps-per-call", 5, "--out", part)
     assert r.exit_code == 130, r.output
     before = part.read_bytes()

@@ -14,42 +14,33 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from ..configs import CONFIGS
+from ..configs import CONFIGS, BenchConfig
 
 GPT2_VOCAB = 50257  # GPT-2's BPE vocabulary; tokens are drawn uniformly (no tokenizer there)
 
 
 @dataclass(frozen=True)
-class GPUConfig:
+class GPUConfig(BenchConfig):
     """One configuration: model sizes, batch, samples per generate call (0: no
-    sampling measured) and the architecture ("microgpt" or "gpt2")."""
+    sampling measured) and the architecture ("microgpt" or "gpt2").
 
-    name: str
-    n_embd: int
-    n_head: int
-    n_layer: int
-    block_size: int
-    batch: int
-    sample_n: int
+    The sweep's fields (bench.configs.BenchConfig), then ``arch`` and ``torch_compile``.
+    """
+
     arch: str = "microgpt"
     torch_compile: bool = False
-    note: str = ""
 
     @property
     def data(self) -> str:
         """names (block_size <= 16), shakespeare, or random tokens (gpt2)."""
-        if self.arch == "gpt2":
-            return "random"
-        return "names" if self.block_size <= 16 else "shakespeare"
+        return "random" if self.arch == "gpt2" else super().data
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "data": self.data}
+        return {**super().to_dict(), "data": self.data}
 
 
 def _from_sweep(name: str, torch_compile: bool = False) -> GPUConfig:
-    c = CONFIGS[name]
-    return GPUConfig(c.name, c.n_embd, c.n_head, c.n_layer, c.block_size, c.batch, c.sample_n,
-                     torch_compile=torch_compile, note=c.note)
+    return GPUConfig(**asdict(CONFIGS[name]), torch_compile=torch_compile)
 
 
 GPU_CONFIGS: dict[str, GPUConfig] = {c.name: c for c in (

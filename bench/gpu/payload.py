@@ -33,6 +33,10 @@ class PayloadError(RuntimeError):
 
 
 def sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes (hex). The same as microgpt_fut.kernel_cache.file_digest,
+    kept here on purpose: ``verify`` runs in bench/gpu/run's runner process, under the
+    GPU machine's bare python3, whose sys.path has the repository root but not driver/
+    (only the runner's child processes get driver/ on PYTHONPATH)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
