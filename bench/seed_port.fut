@@ -3,9 +3,12 @@
 -- Futhark port (mmjjnn/futhark-microgpt) keeps microgpt's sizes as compile-time
 -- constants, trains one document per step with a token-by-token loop (one token
 -- through a KV cache, as microgpt's `gpt`) inside `vjp2`, and runs the whole
--- job in one call.  This file does the same with our own pieces (`gpt_tokens`,
--- `mk_params`, `adam`, `nll`), so that the bench times that formulation beside
--- ours in the same run, compiled by the same compiler and flags as our c backend.
+-- job in one call.  This file does the same with our own pieces (`mk_params`,
+-- `adam`, `nll`, and `seed_gpt_tokens` below: our one-token forward as it was
+-- when this baseline was measured first, one sample at a time, kept here so
+-- that later changes to sampling's forward do not move the baseline), so that
+-- the bench times that formulation beside ours in the same run, compiled by the
+-- same compiler and flags as our c backend.
 -- build.sh compiles it with futhark/ (`BACKENDS=seed_port ./build.sh`), its
 -- `heads_by_slices` false: with the KV cache read by column slices, Futhark
 -- 0.25.32's `vjp2` of this loop gave wrong key and value gradients (checked
@@ -13,6 +16,8 @@
 
 import "nn"
 import "model"
+import "model_grad"
+import "attention"
 import "train"
 
 module Train = trainer microgpt_model
@@ -24,6 +29,36 @@ def n_layer : i64 = 1
 def block_size : i64 = 16
 def mlp_width : i64 = 4 * n_embd
 
+-- | One head's attention for the newest token at `pos` over a KV cache whose rows
+-- 0..pos are filled (q: [D], ks, vs: [T][D]; the causal mask hides the rest).
+def cached_attention [T][D] (pos: i64) (q: [D]f32) (ks: [T][D]f32) (vs: [T][D]f32) : [D]f32 =
+  let scale = 1 / f32.sqrt (f32.i64 D)
+  let attn_weights = masked_softmax (pos + 1) (map (\k_s -> dot q k_s * scale) ks)
+  in map (dot attn_weights) (transpose vs)
+
+-- | microgpt's `gpt` for n sequences, each through its own linear layers, the
+-- heads read from the cache by reshapes: logits [n][V] at position `pos`, the
+-- token's keys and values appended to the caches [L][n][T][C].
+def seed_gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
+                    (tokens: [n]i64) (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32)
+                    : ([n][V]f32, *[L][n][T][C]f32, *[L][n][T][C]f32) =
+  let x = map (\tok -> rmsnorm (map2 (+) p.wte[tok] p.wpe[pos])) tokens
+  let (x, keys, values) =
+    loop (x: [n][C]f32, keys: *[L][n][T][C]f32, values: *[L][n][T][C]f32) = (x, keys, values)
+    for li < L do
+      let x_residual = x
+      let xn = map rmsnorm x
+      let q = map (`linear` p.attn_wq[li]) xn
+      let keys = keys with [li, :, pos] = map (`linear` p.attn_wk[li]) xn
+      let values = values with [li, :, pos] = map (`linear` p.attn_wv[li]) xn
+      let attend (q_i: [C]f32) (ks: [T][C]f32) (vs: [T][C]f32) : [C]f32 =
+        flatten (map3 (cached_attention pos) (unflatten (q_i :> [n_head * (C / n_head)]f32))
+                      (split_heads n_head ks) (split_heads n_head vs)) :> [C]f32
+      let x_attn = map3 attend q keys[li] values[li]
+      let x = map2 (map2 (+)) (map (`linear` p.attn_wo[li]) x_attn) x_residual
+      in (map (mlp p.mlp_fc1[li] p.mlp_fc2[li]) x, keys, values)
+  in (map (`linear` p.lm_head) x, keys, values)
+
 -- | microgpt's loss on one document: tokens [block_size+1] (BOS + doc + BOS,
 -- padded), the first n_valid positions predicted one token at a time through
 -- the KV cache, as microgpt's training loop does.
@@ -33,7 +68,7 @@ def doc_loss [V] (p: params [V][n_embd][block_size][n_layer][mlp_width])
   let values = replicate n_layer (replicate 1 (replicate block_size (replicate n_embd 0f32)))
   let (loss, _, _) =
     loop (loss, keys, values) = (0f32, keys, values) for pos < n_valid do
-      let (logits, keys, values) = gpt_tokens p n_head [tokens[pos]] pos keys values
+      let (logits, keys, values) = seed_gpt_tokens p n_head [tokens[pos]] pos keys values
       in (loss + nll logits[0] tokens[pos + 1], keys, values)
   in loss / f32.i64 n_valid
 

@@ -204,6 +204,13 @@ def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens
   -- the head (`head`) with wte's rows outermost
   in (linear_rows p.wte (map (layer_norm h.bias p.ln_f_w p.ln_f_b) x), keys, values)
 
+-- | The mean next-token NLL of a batch and its gradient, by reverse-mode AD
+-- of `gpt_seq` (`loss_grad` of gpt_model.fut).
+def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [B][T1]i64)
+              (n_pos: [B]i64) : (f32, params [V][C][T][L][F]) =
+  let (rows, targets) = batch_rows T tokens n_pos
+  in vjp2 (\q -> mean_nll (map (gpt_seq q h) rows) targets n_pos) p 1
+
 -- | GPT-2 as a `gpt_model` (gpt_model.fut).
 module gpt2_model = {
   type hyper = hyper
@@ -214,6 +221,8 @@ module gpt2_model = {
   def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) = params_sum_sq p
   def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64) =
     gpt_seq p h tokens
+  def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [B][T1]i64)
+                (n_pos: [B]i64) = loss_grad p h tokens n_pos
   def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64)
                  (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32) =
     gpt_tokens p h tokens pos keys values

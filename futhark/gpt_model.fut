@@ -32,6 +32,12 @@ module type gpt_model = {
   -- n <= T tokens, with the causal mask (position t sees tokens 0..t).
   val gpt_seq [V][C][T][L][F][n] : params [V][C][T][L][F] -> hyper -> [n]i64 -> [n][V]f32
 
+  -- | The mean next-token NLL over the valid positions of a batch (nn.fut's
+  -- `batch_rows` and `mean_nll` over `gpt_seq`: tokens [B][T+1], row b counting
+  -- its first n_pos[b] positions) and its gradient with respect to every weight.
+  val loss_grad [V][C][T][L][F][B][T1] : params [V][C][T][L][F] -> hyper -> [B][T1]i64 -> [B]i64
+                                       -> (f32, params [V][C][T][L][F])
+
   -- | The sampling forward: logits [n][V] for one token of each of n sequences,
   -- all at position `pos`, appending their keys and values to the caches
   -- [L][n][T][C] (rows 0..pos-1 filled by earlier calls).
@@ -39,3 +45,4 @@ module type gpt_model = {
                                     -> *[L][n][T][C]f32 -> *[L][n][T][C]f32
                                     -> ([n][V]f32, *[L][n][T][C]f32, *[L][n][T][C]f32)
 }
+

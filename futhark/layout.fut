@@ -16,12 +16,23 @@ def heads_by_slices : bool = true
 -- `futhark c` takes 4x longer, fusing the bigger derivative); true on c only.
 -- false: all layers in the loop, for multicore (slower than c anyway, and the
 -- form tripled its futhark compile) and the GPU backends (the longest compiles).
+-- It matters to training only where `grad_by_hand` is false.
 def last_layer_apart : bool = true
 
 -- | true: training takes a batch's documents one after another, each through
--- code compiled for B = 1 (`loss_and_grad`): instructions per training step on c
--- -25% at microgpt's job, -46% at n_embd 16 B 32 (no padding to the longest
--- name), -16% at n_embd 64 B 32; and `futhark c` compiles one copy of the
--- derivative, not the batched one.  true on c only: the other backends run the
--- documents in parallel.
-def docs_one_at_a_time : bool = true
+-- code compiled for B = 1 (`loss_and_grad`): with `vjp2`'s gradient,
+-- instructions per training step on c -25% at microgpt's job, -46% at n_embd 16
+-- B 32 (no padding to the longest name), -16% at n_embd 64 B 32.  true for
+-- GPT-2 on c only.  microgpt's backward by hand (`grad_by_hand`) is faster on
+-- the whole batch at once, even on c: its products then run over all B*n
+-- positions and its weights are transposed once a step, not once a document
+-- (c, tokens/s, two alternating runs each: n_embd 64 B 32 +0-36 %, n_embd 128
+-- B 32 +10-23 %, n_embd 16 B 32 names, padded to the longest, +22-54 %).
+def docs_one_at_a_time : bool = false
+
+-- | true: microgpt's loss gradient by its backward written by hand
+-- (model_grad.fut: one product per linear layer over the batch's positions, no
+-- per-position accumulation into the weights' gradients); training on c at
+-- n_embd 64 and 128 ran 1.6-2.1x faster than with `vjp2` (bench/README.md).
+-- false: by `vjp2` of `gpt_seq`.
+def grad_by_hand : bool = true

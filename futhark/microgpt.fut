@@ -6,6 +6,7 @@
 
 import "nn"
 import "model"
+import "model_grad"
 import "train"
 import "sample"
 

@@ -166,18 +166,3 @@ def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
       -- 2) MLP
       in (mlp_rows p.mlp_fc1[li] p.mlp_fc2[li] x, keys, values)
   in (linear_rows p.lm_head x, keys, values)
-
--- | microgpt as a `gpt_model` (gpt_model.fut): its hyper-parameter is n_head.
-module microgpt_model = {
-  type hyper = i64
-  type params [V][C][T][L][F] = params [V][C][T][L][F]
-  def params_map2 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b = params_map2 f a b
-  def params_map3 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3 f a b c
-  def params_map3_decay [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3_decay f a b c
-  def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) = params_sum_sq p
-  def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64) (tokens: [n]i64) =
-    gpt_seq p n_head tokens
-  def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64) (tokens: [n]i64)
-                 (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32) =
-    gpt_tokens p n_head tokens pos keys values
-}

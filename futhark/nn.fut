@@ -51,6 +51,22 @@ def nll [n] (logits: [n]f32) (target: i64) : f32 =
   let lse = max_val + f32.log (f32.sum (map (\v -> f32.exp (v - max_val)) logits))
   in lse - logits[target]
 
+-- | A batch's inputs and next-token targets, each [B][n]: the first n =
+-- min(T, max n_pos) positions of every row of tokens: [B][T1].  Later positions
+-- count in no row (row b counts its first n_pos[b]), and the causal mask keeps
+-- them from affecting earlier ones, so they are not computed.
+def batch_rows [B][T1] (T: i64) (tokens: [B][T1]i64) (n_pos: [B]i64) : ?[n].([B][n]i64, [B][n]i64) =
+  let n = i64.min T (i64.maximum n_pos)
+  in (map (\r -> r[:n]) tokens, map (\r -> r[1:n + 1] :> [n]i64) tokens)
+
+-- | The mean next-token negative log-likelihood over the valid positions of a
+-- batch (microgpt's loss for B = 1): logits [B][n][V], targets [B][n], row b
+-- counting its first n_pos[b] positions.
+def mean_nll [B][n][V] (logits: [B][n][V]f32) (targets: [B][n]i64) (n_pos: [B]i64) : f32 =
+  let row_loss (lg: [n][V]f32) (tg: [n]i64) (n_valid: i64) =
+    f32.sum (map3 (\pos l t -> if pos < n_valid then nll l t else 0) (iota n) lg tg)
+  in f32.sum (map3 row_loss logits targets n_pos) / f32.i64 (i64.sum n_pos)
+
 -- | Draw an index with probability proportional to `weights` (microgpt's
 -- `random.choices`): the inverse of the cumulative distribution, built by a
 -- `scan`, at u * total, for u uniform on [0, 1).

@@ -21,41 +21,33 @@ module trainer (M: gpt_model) = {
   def fresh [V][C][T][L][F] (p: M.params [V][C][T][L][F]) (hyper: M.hyper) : state [V][C][T][L][F] =
     {params = p, m = params_zeros p, v = params_zeros p, step = 0, hyper}
 
-  -- | Mean next-token negative log-likelihood over the valid positions of a batch.
-  -- tokens: [B][T+1]; n_pos[b] <= T is the number of positions of row b that
-  -- count (microgpt: min(T, len(doc)+1); a text window: T).  B = 1 with a names
-  -- row is microgpt's loss exactly.  Only the first max(n_pos) positions are
-  -- computed: later ones count in no row, and the causal mask keeps them from
-  -- affecting earlier positions.
+  -- | Mean next-token negative log-likelihood over the valid positions of a batch
+  -- (nn.fut's `mean_nll`) by the model's training forward.  tokens: [B][T+1];
+  -- n_pos[b] <= T is the number of positions of row b that count (microgpt:
+  -- min(T, len(doc)+1); a text window: T).  B = 1 with a names row is
+  -- microgpt's loss exactly.
   def compute_loss [V][C][T][L][F][B][T1] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
                    (tokens: [B][T1]i64) (n_pos: [B]i64) : f32 =
-    let n = i64.min T (i64.maximum n_pos)
-    let doc_loss (row: [T1]i64) (n_valid: i64) : f32 =
-      let logits = M.gpt_seq p hyper row[:n]
-      let targets = row[1:n + 1] :> [n]i64
-      in f32.sum (map3 (\pos lg tgt -> if pos < n_valid then nll lg tgt else 0)
-                       (iota n) logits targets)
-    in f32.sum (map2 doc_loss tokens n_pos) / f32.i64 (i64.sum n_pos)
+    let (rows, targets) = batch_rows T tokens n_pos
+    in mean_nll (map (M.gpt_seq p hyper) rows) targets n_pos
 
-  -- | The loss and its gradient with respect to every weight, by reverse-mode AD.
-  -- With `docs_one_at_a_time` (layout.fut), the rows go one after another,
-  -- each through code compiled for B = 1, and the batch's loss and gradient are
-  -- the rows' weighted by their share of the valid positions (the loss is a
-  -- mean over positions): the same function, computed without the map over
-  -- rows, its gradient accumulators, or the padding up to the longest row.
+  -- | The loss and its gradient with respect to every weight (the model's
+  -- `loss_grad`).  With `docs_one_at_a_time` (layout.fut), the rows go one
+  -- after another, each through code compiled for B = 1, and the batch's loss
+  -- and gradient are the rows' weighted by their share of the valid positions
+  -- (the loss is a mean over positions): the same function, computed without
+  -- the padding up to the longest row.
   def loss_and_grad [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
                     (tokens: [B][T1]i64) (n_pos: [B]i64) : (f32, M.params [V][C][T][L][F]) =
-    let loss_grad [b] (tokens: [b][T1]i64) (n_pos: [b]i64) =
-      vjp2 (\p -> compute_loss p s.hyper tokens n_pos) s.params 1
-    in if docs_one_at_a_time
-       then let total = f32.i64 (i64.sum n_pos)
-            in loop (loss, grad) = (0, params_zeros s.params) for b < B do
-                 if n_pos[b] == 0 then (loss, grad) else
-                 let (loss_b, grad_b) = loss_grad (tokens[b:b + 1] :> [1][T1]i64)
-                                                  (n_pos[b:b + 1] :> [1]i64)
-                 let w = f32.i64 n_pos[b] / total
-                 in (loss + w * loss_b, M.params_map2 (\g g_b -> g + w * g_b) grad grad_b)
-       else loss_grad tokens n_pos
+    if docs_one_at_a_time
+    then let total = f32.i64 (i64.sum n_pos)
+         in loop (loss, grad) = (0, params_zeros s.params) for b < B do
+              if n_pos[b] == 0 then (loss, grad) else
+              let (loss_b, grad_b) = M.loss_grad s.params s.hyper (tokens[b:b + 1] :> [1][T1]i64)
+                                                 (n_pos[b:b + 1] :> [1]i64)
+              let w = f32.i64 n_pos[b] / total
+              in (loss + w * loss_b, M.params_map2 (\g g_b -> g + w * g_b) grad grad_b)
+    else M.loss_grad s.params s.hyper tokens n_pos
 
   -- | microgpt's Adam settings (its values: lr 0.01, betas 0.85 and 0.99, eps 1e-8).
   type adam_cfg = {lr: f32, beta1: f32, beta2: f32, eps: f32}
