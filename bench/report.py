@@ -102,7 +102,7 @@ def text(table: list[list[str]], max_note: int = 60) -> str:
 
 
 def targets(sweep: list[dict], job: list[dict]) -> list[str]:
-    """The issue's targets, one line each, "met"/"missed"/"n/a" with the ratio."""
+    """The targets of issues 3 and 19, one line each, "met"/"missed"/"n/a" with the ratio."""
     lines = []
     ours_job = [r for r in job if r["backend"] in OURS and num(r["train_s"]) is not None]
     torch_job = next((r for r in job if r["backend"] == "torch"), None)
@@ -124,23 +124,30 @@ def targets(sweep: list[dict], job: list[dict]) -> list[str]:
                      + (f"; torch trains in {num(torch_job['train_s']):.3f} s"
                         if torch_job and num(torch_job["train_s"]) else "")
                      + f"): {verdict}" + ("" if same else " (loss differs by > 0.1)"))
+        if seed_job:  # issue 19: 4.6x the seed port's formulation's speed, same run
+            x = num(seed_job["train_s"]) / t
+            lines.append(f"default job >= 4.6x the seed port's formulation's speed: "
+                         f"{'met' if x >= 4.6 else 'missed'} ({x:.1f}x)")
     else:
         lines.append("default job <= 0.05 s: n/a (not measured)")
-    for cfg, goal in (("B", 3.0), ("C", 1.0), ("D", 0.5), ("E", None), ("F", None)):
-        rs = [(r["backend"], ratio(sweep, r, "train_tok_s")) for r in sweep
+    # training: B from issue 3, C-F from issue 19; sampling (issue 19) at A-D
+    goals = [("tokens/s", "train_tok_s", cfg, goal) for cfg, goal in
+             (("B", 3.0), ("C", 1.5), ("D", 1.0), ("E", 0.7), ("F", None))]
+    goals += [("samples/s", "sample_samples_s", cfg, 1.0) for cfg in "ABCD"]
+    for what, key, cfg, goal in goals:
+        rs = [(r["backend"], ratio(sweep, r, key)) for r in sweep
               if r["config"] == cfg and r["backend"] in OURS]
         got = [(b, x) for b, x in rs if x is not None]
         if not rs:
             continue
-        detail = ", ".join(f"{b} {_ratio_cell(x) or _by(sweep, cfg, b)['train_tok_s']}"
-                           for b, x in rs)
+        detail = ", ".join(f"{b} {_ratio_cell(x) or _by(sweep, cfg, b)[key]}" for b, x in rs)
         best = max((x for _, x in got), default=None)
         if goal is None:
-            lines.append(f"tokens/s vs torch at {cfg} (reported): {detail}")
+            lines.append(f"{what} vs torch at {cfg} (reported): {detail}")
         elif best is None:
-            lines.append(f"tokens/s vs torch at {cfg} >= {goal:g}x: missed (no ratio: {detail})")
+            lines.append(f"{what} vs torch at {cfg} >= {goal:g}x: missed (no ratio: {detail})")
         else:
-            lines.append(f"tokens/s vs torch at {cfg} >= {goal:g}x: "
+            lines.append(f"{what} vs torch at {cfg} >= {goal:g}x: "
                          f"{'met' if best >= goal else 'missed'} (best {best:.2f}x; {detail})")
     for cfg in dict.fromkeys(r["config"] for r in sweep):
         t = _by(sweep, cfg, "torch")
@@ -182,7 +189,7 @@ def update_readme(readme: Path, sweep: list[dict], job: list[dict]) -> bool:
             "", markdown(sweep_table(sweep)) if sweep else "(no sweep results yet)", "",
             "**microgpt's default job** (`results/default_job.csv`):", "",
             markdown(default_job_table(job)) if job else "(not measured yet)", "",
-            "**Targets of issue 3:**", ""]
+            "**Targets of issues 3 and 19:**", ""]
     body += [f"- {line}" for line in targets(sweep, job)] + ["", README_END]
     readme.write_text(head + "\n".join(body) + tail)
     return True

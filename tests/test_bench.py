@@ -251,7 +251,11 @@ def test_tables_and_targets(tmp_path):
     assert "c 0.040 s" in lines[0] and "5.0x the seed port's formulation, 0.200 s" in lines[0]
     assert "seed port" not in report.targets(r, [job[0], job[2]])[0]
     assert any(line.startswith("tokens/s vs torch at B >= 3x: met") for line in lines)
-    assert any(line.startswith("tokens/s vs torch at C >= 1x: missed") for line in lines)
+    assert "default job >= 4.6x the seed port's formulation's speed: met (5.0x)" in lines
+    assert any(line.startswith("tokens/s vs torch at C >= 1.5x: missed") for line in lines)
+    assert any(line.startswith("samples/s vs torch at B >= 1x: met (best 5.00x") for line in lines)
+    assert any(line.startswith("samples/s vs torch at C >= 1x: missed (best 0.05x")
+               for line in lines)
     assert any(line.startswith("peak RSS <= 1.5x torch at B: met") for line in lines)
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{report.README_START}\nold\n{report.README_END}\nend\n")
