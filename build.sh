@@ -188,12 +188,12 @@ layout() {  # layout BACKEND CONSTANT: that futhark/layout.fut constant's value 
     # c only: it is the fast CPU backend, and this form makes futhark's compile ~3x
     # longer (multicore: 30 -> 91 s of futhark, 72 -> 97 s of clang; GPU: longest already)
     last_layer_apart) if [ "$1" = c ]; then echo true; else echo false; fi ;;  # microgpt's only
-    # GPT-2 on c only (its gradient is vjp2's): a sequential backend; the others run a
-    # batch's documents in parallel, and microgpt's backward by hand runs each layer as
-    # one product over the whole batch (faster on c too: bench/README.md)
-    docs_one_at_a_time) if [ "$1" = gpt2_c ]; then echo true; else echo false; fi ;;
-    # every backend: the hand-written backward (futhark/model_grad.fut)
-    grad_by_hand) echo true ;;
+    # c only: a sequential backend; the others run a batch's documents in parallel
+    # (microgpt's backward by hand takes the whole batch anyway: layout.fut)
+    docs_one_at_a_time) if [ "$(futhark_backend "$1")" = c ]; then echo true; else echo false; fi ;;
+    # c and multicore: microgpt's hand-written backward (futhark/model_grad.fut); the GPU
+    # backends keep vjp2's (on pocl the hand-written one corrupted the heap at batch 64)
+    grad_by_hand) if cpu_backend "$1"; then echo true; else echo false; fi ;;
     *) return 1 ;;
   esac
 }

@@ -20,19 +20,23 @@ def heads_by_slices : bool = true
 def last_layer_apart : bool = true
 
 -- | true: training takes a batch's documents one after another, each through
--- code compiled for B = 1 (`loss_and_grad`): with `vjp2`'s gradient,
--- instructions per training step on c -25% at microgpt's job, -46% at n_embd 16
--- B 32 (no padding to the longest name), -16% at n_embd 64 B 32.  true for
--- GPT-2 on c only.  microgpt's backward by hand (`grad_by_hand`) is faster on
--- the whole batch at once, even on c: its products then run over all B*n
--- positions and its weights are transposed once a step, not once a document
--- (c, tokens/s, two alternating runs each: n_embd 64 B 32 +0-36 %, n_embd 128
--- B 32 +10-23 %, n_embd 16 B 32 names, padded to the longest, +22-54 %).
-def docs_one_at_a_time : bool = false
+-- code compiled for B = 1 (`loss_and_grad`), where the model asks for it
+-- (`by_document`): with `vjp2`'s gradient, instructions per training step on c
+-- -25% at microgpt's job, -46% at n_embd 16 B 32 (no padding to the longest
+-- name), -16% at n_embd 64 B 32.  true on c only.  microgpt's backward by hand
+-- takes the whole batch at once: its products then run over all B*n positions
+-- and its weights are transposed once a step, not once a document (c,
+-- tokens/s, two alternating runs each: n_embd 64 B 32 +0-36 %, n_embd 128 B 32
+-- +10-23 %).
+def docs_one_at_a_time : bool = true
 
 -- | true: microgpt's loss gradient by its backward written by hand
 -- (model_grad.fut: one product per linear layer over the batch's positions, no
--- per-position accumulation into the weights' gradients); training on c at
--- n_embd 64 and 128 ran 1.6-2.1x faster than with `vjp2` (bench/README.md).
--- false: by `vjp2` of `gpt_seq`.
+-- per-position accumulation into the weights' gradients): training on c at
+-- n_embd 64 and 128 ran 1.8-2.4x faster than with `vjp2`; at n_embd 16
+-- (microgpt's job, batches of names) `vjp2` one document at a time was ~15 %
+-- faster on c, but compiling both forms doubled the c library's compile (76 ->
+-- 171 s: `last_layer_apart`'s derivative), past what README's first command
+-- allows.  true on c and multicore; false: `vjp2` of `gpt_seq`, for the GPU
+-- backends (on pocl the hand-written form corrupted the heap at batch 64).
 def grad_by_hand : bool = true

@@ -32,14 +32,15 @@ module trainer (M: gpt_model) = {
     in mean_nll (map (M.gpt_seq p hyper) rows) targets n_pos
 
   -- | The loss and its gradient with respect to every weight (the model's
-  -- `loss_grad`).  With `docs_one_at_a_time` (layout.fut), the rows go one
-  -- after another, each through code compiled for B = 1, and the batch's loss
-  -- and gradient are the rows' weighted by their share of the valid positions
-  -- (the loss is a mean over positions): the same function, computed without
-  -- the padding up to the longest row.
+  -- `loss_grad`).  With `docs_one_at_a_time` (layout.fut), where the model
+  -- asks for it (`by_document`), the rows go one after another, each through
+  -- code compiled for B = 1, and the batch's loss and gradient are the rows'
+  -- weighted by their share of the valid positions (the loss is a mean over
+  -- positions): the same function, computed without the padding up to the
+  -- longest row.
   def loss_and_grad [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
                     (tokens: [B][T1]i64) (n_pos: [B]i64) : (f32, M.params [V][C][T][L][F]) =
-    if docs_one_at_a_time
+    if docs_one_at_a_time && M.by_document s.params
     then let total = f32.i64 (i64.sum n_pos)
          in loop (loss, grad) = (0, params_zeros s.params) for b < B do
               if n_pos[b] == 0 then (loss, grad) else
