@@ -128,7 +128,7 @@ def finish(results: Path, sweep_rows: list[dict], job_rows: list[dict],
         print(report.text(report.default_job_table(job_rows, measured_jobs)))
     earlier = (measured is not None and len(measured) < len(sweep_rows)) or (
         measured_jobs is not None and len(measured_jobs) < len(job_rows))
-    print("\nTargets (issue 3)" + (", from all rows of the CSV files (some measured earlier; "
+    print("\nTargets (issues 3 and 19)" + (", from all rows of the CSV files (some measured earlier; "
                                    "see measured_at):" if earlier else ":"))
     for line in report.targets(sweep_rows, job_rows):
         print("  " + line)
