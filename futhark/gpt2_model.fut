@@ -223,7 +223,7 @@ module gpt2_model = {
     gpt_seq p h tokens
   def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [B][T1]i64)
                 (n_pos: [B]i64) = loss_grad p h tokens n_pos
-  def by_document [V][C][T][L][F] (_: params [V][C][T][L][F]) = true
+  def by_document = true
   def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64)
                  (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32) =
     gpt_tokens p h tokens pos keys values

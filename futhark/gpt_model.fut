@@ -39,8 +39,8 @@ module type gpt_model = {
                                        -> (f32, params [V][C][T][L][F])
 
   -- | Whether training, where `docs_one_at_a_time` (layout.fut), takes a batch's
-  -- documents one at a time through `loss_grad` (B = 1) for these weights.
-  val by_document [V][C][T][L][F] : params [V][C][T][L][F] -> bool
+  -- documents one at a time through `loss_grad` (B = 1).
+  val by_document : bool
 
   -- | The sampling forward: logits [n][V] for one token of each of n sequences,
   -- all at position `pos`, appending their keys and values to the caches

@@ -40,7 +40,7 @@ module trainer (M: gpt_model) = {
   -- longest row.
   def loss_and_grad [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
                     (tokens: [B][T1]i64) (n_pos: [B]i64) : (f32, M.params [V][C][T][L][F]) =
-    if docs_one_at_a_time && M.by_document s.params
+    if docs_one_at_a_time && M.by_document
     then let total = f32.i64 (i64.sum n_pos)
          in loop (loss, grad) = (0, params_zeros s.params) for b < B do
               if n_pos[b] == 0 then (loss, grad) else

@@ -84,7 +84,8 @@ def training_need(config: GPTConfig, backend: str, batch_size: int, steps_per_ca
     per_position = L * (ACT_PER_LAYER.get(backend, 150) * C + config.n_head * T) + 2 * V
     if backend not in ("c", "multicore"):
         per_position += GPU_PER_POSITION_C2 * C * C
-    # layout.fut's per-backend constants: vjp2 (GPT-2) one document at a time on the CPU
+    # GPT-2's vjp2 holds one document's activations on the CPU (measured); microgpt's
+    # backward by hand, and the GPU backends, the whole batch's
     one_at_a_time = config.arch == "gpt2" and backend in ("c", "multicore")
     in_flight = contexts if one_at_a_time else batch_size
     activations = in_flight * T * per_position * FLOAT
