@@ -10,12 +10,9 @@ nanoGPT's shakespeare_char run, ours against ``torch_ref.TorchGPT2``).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
-# ../shared/data next to the repository (names.txt, tinyshakespeare.txt), or
-# $MICROGPT_FUT_SHARED_DATA (the GPU run's carried copy: bench/gpu).
-SHARED_DATA = Path(os.environ.get("MICROGPT_FUT_SHARED_DATA")
-                   or REPO_ROOT.parent / "shared" / "data")
+# The data the project ships (data/README.md: names.txt, tinyshakespeare.txt).
+DATA_DIR = REPO_ROOT / "data"

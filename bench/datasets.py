@@ -1,7 +1,7 @@
 """Training data for the benchmark, encoded as the CLI encodes it (microgpt_fut.data).
 
-``names``: ../shared/data/names.txt (microgpt's 32k names), one document per line.
-``shakespeare``: ../shared/data/tinyshakespeare.txt cut into consecutive documents
+``names``: data/names.txt (microgpt's 32k names), one document per line.
+``shakespeare``: data/tinyshakespeare.txt cut into consecutive documents
 of block_size - 1 characters (newlines kept), so BOS + doc + BOS fills a row.
 Both are shuffled as microgpt does (``random.seed(42); random.shuffle``).
 """
@@ -13,7 +13,7 @@ import numpy as np
 
 from microgpt_fut.data import Vocab, batch_indices, default_docs, read_docs, shuffled
 
-from . import SHARED_DATA
+from . import DATA_DIR
 
 
 @dataclass
@@ -39,14 +39,14 @@ def load_docs(kind: str, block_size: int) -> tuple[list[str], str]:
     so). tinyshakespeare.txt missing: FileNotFoundError.
     """
     if kind == "names":
-        path = SHARED_DATA / "names.txt"
+        path = DATA_DIR / "names.txt"
         if path.exists():
             docs = read_docs(path)
             return docs, f"names.txt ({len(docs)} names)"
         docs, _ = default_docs()
         return docs, f"built-in names ({len(docs)}; {path} missing)"
     if kind == "shakespeare":
-        path = SHARED_DATA / "tinyshakespeare.txt"
+        path = DATA_DIR / "tinyshakespeare.txt"
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing (needed for block_size > 16)")
         text = path.read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """``python -m bench.mpi``: training on 2 MPI ranks against one process (issue 18).
 
-Runs the issue's command, ``microgpt-fut train --data ../shared/data/tinyshakespeare.txt
+Runs the issue's command, ``microgpt-fut train --data data/tinyshakespeare.txt
 --batch-size 32 --n-embd 64 --n-layer 2 --block-size 32`` (one document per line,
 1000 steps by default), in turn as one process (one c context: the run stays on
 the device), as ``mpirun -n 2`` and as one process with ``--threads 2`` (the same
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import REPO_ROOT, RESULTS_DIR, SHARED_DATA
+from . import REPO_ROOT, RESULTS_DIR, DATA_DIR
 
 COMMAND = ["--batch-size", "32", "--n-embd", "64", "--n-layer", "2", "--block-size", "32"]
 KINDS = ("one process", "mpirun -n 2", "--threads 2")
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if a.allreduce_worker:
         return _allreduce_worker([int(s) for s in a.allreduce_worker.split(",")], a.reps)
-    data = SHARED_DATA / "tinyshakespeare.txt"
+    data = DATA_DIR / "tinyshakespeare.txt"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         outs = {k: Path(tmp) / f"{i}.safetensors" for i, k in enumerate(KINDS)}

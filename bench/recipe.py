@@ -1,7 +1,7 @@
 """``python -m bench.recipe``: nanoGPT's Shakespeare-char recipe, ours against PyTorch.
 
 The run of the issue's command (``microgpt-fut train --arch gpt2 --data-format text
---data ../shared/data/tinyshakespeare.txt`` with nanoGPT's shakespeare_char sizes
+--data data/tinyshakespeare.txt`` with nanoGPT's shakespeare_char sizes
 scaled down: 4 layers, 4 heads, n_embd 128, block 64, batch 12, no biases; lr 1e-3
 decayed to 1e-4 at the last step after 100 warm-up steps, AdamW betas (0.9, 0.99),
 weight decay 0.1, clipping at 1.0; evaluations of 20 batches of each split every
@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import REPO_ROOT, RESULTS_DIR, SHARED_DATA
+from . import REPO_ROOT, RESULTS_DIR, DATA_DIR
 
 SUMMARY_COLUMNS = ["backend", "steps", "wall_s", "train_s", "eval_s", "setup_s", "train_tok_s",
                    "final_train_loss", "final_val_loss", "step0_train_loss", "step0_val_loss",
@@ -69,7 +69,7 @@ class RecipeSpec:
     bias: bool = False
     seed: int = 1337
     steps_per_call: int = 50
-    data: str = str(SHARED_DATA / "tinyshakespeare.txt")
+    data: str = str(DATA_DIR / "tinyshakespeare.txt")
 
     def recipe(self):
         from microgpt_fut.gpt2 import Recipe
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("nothing to run: give --backends or --torch")
     if not Path(args.data).is_file():
         raise SystemExit(f"data file {args.data} not found (tinyshakespeare.txt is expected in "
-                         f"{SHARED_DATA})")
+                         f"{DATA_DIR})")
     spec = RecipeSpec(steps=args.steps, eval_every=args.eval_every, eval_iters=args.eval_iters,
                       steps_per_call=args.steps_per_call, data=str(args.data), seed=args.seed)
     try:

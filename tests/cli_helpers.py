@@ -7,14 +7,11 @@ from pathlib import Path
 
 import pytest
 
-# The shared data folder sits next to the repository (../shared), in CI as here.
-NAMES_TXT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "names.txt"
+NAMES_TXT = Path(__file__).resolve().parents[1] / "data" / "names.txt"  # shipped (data/README.md)
 
 
 def names_lines() -> list[str]:
-    """The lines of the shared names.txt (skips the test when it is absent)."""
-    if not NAMES_TXT.is_file():
-        pytest.skip(f"shared dataset {NAMES_TXT} not found")
+    """The lines of the project's data/names.txt."""
     return NAMES_TXT.read_text(encoding="utf-8").split("\n")
 
 

@@ -19,10 +19,8 @@ from microgpt_fut.model import GPTConfig
 from microgpt_fut.runtime import BACKENDS, PROGRAMS, Runtime, built_backends, library_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# ../shared/data next to the repository (the same place in CI), or
-# $MICROGPT_FUT_SHARED_DATA (the GPU run's carried copy: bench/gpu).
-SHARED_DATA = Path(os.environ.get("MICROGPT_FUT_SHARED_DATA")
-                   or REPO_ROOT.parent / "shared" / "data")
+# The data the project ships (data/README.md: names.txt, tinyshakespeare.txt).
+DATA_DIR = REPO_ROOT / "data"
 # Backends that CI builds (build.sh's defaults) and therefore must be present there.
 REQUIRED_IN_CI = ("c", "multicore", "opencl")
 

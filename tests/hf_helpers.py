@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA, in_ci
+from conftest import DATA_DIR, in_ci
 from microgpt_fut.tokenizer import HFTokenizer, train_bpe
 
-SHAKESPEARE = SHARED_DATA / "tinyshakespeare.txt"
+SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
 BPE_SIZE = 320  # 256 bytes, 63 merges, <|endoftext|>
 
 
@@ -26,18 +26,13 @@ def need(module: str):
 
 
 @functools.lru_cache(maxsize=None)
-def _text() -> str | None:
-    return SHAKESPEARE.read_text(encoding="utf-8") if SHAKESPEARE.is_file() else None
+def _text() -> str:
+    return SHAKESPEARE.read_text(encoding="utf-8")
 
 
 def shakespeare() -> str:
-    """tinyshakespeare.txt from ../shared/data (skip when absent; required in CI)."""
-    text = _text()
-    if text is None:
-        if in_ci():
-            pytest.fail(f"{SHAKESPEARE} not found (required in CI)")
-        pytest.skip(f"{SHAKESPEARE} not found")
-    return text
+    """The project's data/tinyshakespeare.txt."""
+    return _text()
 
 
 @functools.lru_cache(maxsize=None)

@@ -11,15 +11,13 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT, SHARED_DATA
+from conftest import REPO_ROOT
 
 if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of the repository, not installed
     sys.path.insert(0, str(REPO_ROOT))
 from bench import report, sweep  # noqa: E402
 from bench.configs import CONFIGS, BenchConfig, select  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not (SHARED_DATA / "names.txt").exists(),
-                                reason=f"{SHARED_DATA / 'names.txt'} not found")
 FAST = sweep.Settings(min_time=0.05, train_budget_s=2.0, sample_budget_s=2.0, kill_slack_s=5.0)
 
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, SHARED_DATA, get_runtime, make_tiny_case
+from conftest import REPO_ROOT, DATA_DIR, get_runtime, make_tiny_case
 from microgpt_fut.model import PARAM_NAMES, GPTConfig, Model
 
 torch = pytest.importorskip("torch")
@@ -24,9 +24,7 @@ def names_case(batch: int = 8, seed: int = 3):
     """microgpt's sizes, N(0, 0.08) weights, a batch of real names (padded rows)."""
     from microgpt_fut.data import Vocab, read_docs
 
-    path = SHARED_DATA / "names.txt"
-    if not path.exists():
-        pytest.skip(f"{path} not found")
+    path = DATA_DIR / "names.txt"
     docs = read_docs(path)[:batch]
     vocab = Vocab.from_docs(read_docs(path))
     tokens, n_pos, _ = vocab.encode(docs, 16)

@@ -16,24 +16,20 @@ from click.testing import CliRunner
 
 import reference_gpt2 as R
 from cli_helpers import assert_one_line_error, sigint_at_step
-from conftest import SHARED_DATA, get_runtime, in_ci
+from conftest import DATA_DIR, get_runtime
 from microgpt_fut import checkpoint as ckpt
 from microgpt_fut.cli import main
 from microgpt_fut.text import load_text
 from microgpt_fut.text_training import TextSettings, TextTraining
 from microgpt_fut.gpt2 import GPT2Config, Recipe
 
-SHAKESPEARE = SHARED_DATA / "tinyshakespeare.txt"
+SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
 SIZES = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size", "16"]
 
 
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory):
     """The first 20,000 characters of tinyshakespeare.txt (65 characters' vocabulary or close)."""
-    if not SHAKESPEARE.is_file():
-        if in_ci():
-            pytest.fail(f"{SHAKESPEARE} is missing in CI")
-        pytest.skip(f"{SHAKESPEARE} not found")
     path = tmp_path_factory.mktemp("text") / "shakespeare_20k.txt"
     path.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20000], encoding="utf-8")
     return path

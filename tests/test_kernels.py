@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import reference as R
-from conftest import REQUIRED_IN_CI, SHARED_DATA, get_runtime, in_ci
+from conftest import REQUIRED_IN_CI, DATA_DIR, get_runtime, in_ci
 from microgpt_fut.model import PARAM_NAMES, GPTConfig, Model
 
 
@@ -172,11 +172,7 @@ N_STEPS, NAMES_B = 20, 4
 @pytest.fixture(scope="session")
 def names_batches():
     """20 batches of 4 encoded names: tokens int64 [20, 4, 17], n_pos int64 [20, 4]."""
-    path = SHARED_DATA / "names.txt"
-    if not path.exists():
-        if in_ci():
-            pytest.fail(f"{path} is missing in CI")
-        pytest.skip(f"{path} not found (../shared/data next to the repository)")
+    path = DATA_DIR / "names.txt"
     names = [w.strip() for w in path.read_text().splitlines() if w.strip()]
     names = [w for w in names if w.isalpha() and w.islower()]
     rng = np.random.default_rng(1234)

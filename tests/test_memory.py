@@ -8,11 +8,11 @@ import sys
 import pytest
 
 from cli_helpers import need_backend, small_data
-from conftest import SHARED_DATA
+from conftest import DATA_DIR
 from microgpt_fut import memory
 from microgpt_fut.model import GPTConfig
 
-SHAKESPEARE = SHARED_DATA / "tinyshakespeare.txt"
+SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
 
 
 # The command, run in a child that writes its peak memory (VmHWM, KiB) to a file at exit

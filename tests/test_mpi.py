@@ -24,7 +24,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file
 
 from cli_helpers import need_backend, small_data
-from conftest import SHARED_DATA, in_ci
+from conftest import DATA_DIR, in_ci
 from microgpt_fut import checkpoint as ckpt
 from microgpt_fut.cli import main
 
@@ -142,7 +142,7 @@ def test_two_ranks_on_opencl_each_use_a_device(tmp_path):
 
 def _text_args(tmp_path: Path, windows: int = 3) -> list[str]:
     text = tmp_path / "t.txt"
-    text.write_text((SHARED_DATA / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
+    text.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
     return ["--arch", "gpt2", "--data-format", "text", "--data", str(text), "--n-embd", "16",
             "--n-layer", "1", "--block-size", "16", "--batch-size", str(windows),
             "--grad-accum", "2", "--steps", "6", "--eval-every", "4", "--eval-iters", "3",

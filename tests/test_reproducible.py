@@ -24,7 +24,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from cli_helpers import NAMES_TXT, need_backend
-from conftest import REPO_ROOT, SHARED_DATA
+from conftest import REPO_ROOT, DATA_DIR
 from microgpt_fut.runtime import build_dir
 
 PROBE = REPO_ROOT / "tests" / "c" / "layout_probe.c"
@@ -94,7 +94,7 @@ def _train(tmp_path: Path, tag: str, args: list[str], env_pad: int, ignore_sigin
     ["--n-embd", "32", "--batch-size", "8", "--seed", "7", "--steps", "300"],
     ["--steps", "300"],  # microgpt's job: n_embd 16, one document per step
     ["--n-embd", "32", "--batch-size", "8", "--threads", "2", "--steps", "100"],
-    ["--arch", "gpt2", "--data-format", "text", "--data", str(SHARED_DATA / "tinyshakespeare.txt"),
+    ["--arch", "gpt2", "--data-format", "text", "--data", str(DATA_DIR / "tinyshakespeare.txt"),
      "--n-embd", "32", "--n-layer", "2", "--block-size", "32", "--batch-size", "4",
      "--steps", "40", "--eval-every", "20", "--eval-iters", "2"],
 ], ids=["n_embd32_B8", "microgpt", "threads2", "gpt2_text"])

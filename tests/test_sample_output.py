@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from cli_helpers import need_backend, small_data
-from conftest import SHARED_DATA
+from conftest import DATA_DIR
 
 N = 1_000_000  # samples asked for: minutes of work at once
 
@@ -35,7 +35,7 @@ def text_ckpt(tmp_path_factory):
     need_backend("c")
     folder = tmp_path_factory.mktemp("text")
     text = folder / "t.txt"
-    text.write_text((SHARED_DATA / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
+    text.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
     out = folder / "t.safetensors"
     subprocess.run(_cli("train", "--arch", "gpt2", "--data-format", "text", "--data", text,
                         "--n-embd", 16, "--n-layer", 1, "--block-size", 16, "--batch-size", 2,

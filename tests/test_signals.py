@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from cli_helpers import need_backend, small_data
-from conftest import SHARED_DATA
+from conftest import DATA_DIR
 from microgpt_fut import checkpoint as ckpt
 
 STEPS = 1_000_000
@@ -37,7 +37,7 @@ def test_signal_saves_and_exits_with_its_status(tmp_path, sig, status, kind):
         args = ["--data", str(small_data(tmp_path)), "--out", str(out)]
     else:
         text = tmp_path / "t.txt"
-        text.write_text((SHARED_DATA / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
+        text.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
         args = ["--arch", "gpt2", "--data-format", "text", "--data", str(text), "--n-embd", "16",
                 "--n-layer", "1", "--block-size", "16", "--batch-size", "2", "--eval-every",
                 "100000", "--eval-iters", "1", "--out", str(out)]

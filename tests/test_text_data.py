@@ -10,7 +10,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA, in_ci
+from conftest import DATA_DIR
 from microgpt_fut.data import DataError, read_docs, read_text
 from microgpt_fut.text import CharVocab, load_text, stream_rng, windows
 
@@ -243,11 +243,7 @@ def test_read_errors_are_one_line(tmp_path, case):
 # --- the real file ----------------------------------------------------------------------
 
 def test_tinyshakespeare_matches_nanogpt():
-    path = SHARED_DATA / "tinyshakespeare.txt"
-    if not path.exists():
-        if in_ci():
-            pytest.fail(f"{path} not found (required in CI)")
-        pytest.skip(f"{path} not found")
+    path = DATA_DIR / "tinyshakespeare.txt"
     d = load_text(path, block_size=256)
     # nanoGPT data/shakespeare_char/prepare.py prints these
     assert d.vocab.size == 65
