@@ -24,11 +24,11 @@ def small_data(folder: Path, n: int = 300, name: str = "names.txt") -> Path:
 
 
 def need_backend(backend: str = "c") -> None:
-    """Skip unless build.sh compiled this backend."""
-    from microgpt_fut.runtime import built_backends
+    """Return if build.sh compiled microgpt's library for this backend (else: conftest's
+    need_library: a skip for cuda, a failure for any other backend)."""
+    from conftest import need_library
 
-    if backend not in built_backends():
-        pytest.skip(f"backend {backend!r} not built (run BACKENDS={backend} ./build.sh)")
+    need_library(backend)
 
 
 def assert_one_line_error(result, *fragments: str) -> str:

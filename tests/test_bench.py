@@ -7,24 +7,19 @@ from __future__ import annotations
 
 import csv
 import re
-import sys
 
 import pytest
 
-from conftest import REPO_ROOT
-
-if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of the repository, not installed
-    sys.path.insert(0, str(REPO_ROOT))
-from bench import report, sweep  # noqa: E402
-from bench.configs import CONFIGS, BenchConfig, select  # noqa: E402
+from bench import report, sweep
+from bench.configs import CONFIGS, BenchConfig, select
+from conftest import need_library
 
 FAST = sweep.Settings(min_time=0.05, train_budget_s=2.0, sample_budget_s=2.0, kill_slack_s=5.0)
 
 
 @pytest.fixture(scope="module")
-def need_c(built):
-    if "c" not in built:
-        pytest.skip("backend c not built")
+def need_c():
+    need_library("c")
 
 
 def test_cell_on_c_has_rates_and_memory(need_c):
@@ -88,8 +83,9 @@ def test_default_job_on_c(need_c):
 def need_seed_port():
     from bench import seed_port
 
-    if not seed_port.built():
-        pytest.skip("the seed_port baseline is not built (BACKENDS=seed_port ./build.sh)")
+    if not seed_port.built():  # `./build.sh all` builds it
+        pytest.fail("the seed_port baseline is not built: run `./build.sh all` (or "
+                    "BACKENDS=seed_port ./build.sh)", pytrace=False)
 
 
 def test_seed_port_computes_microgpts_job(need_c, need_seed_port):

@@ -10,20 +10,17 @@ so it is imported directly.
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import pytest
 import torch
 
 import reference_gpt2 as R
-from conftest import REPO_ROOT, get_runtime
+from conftest import get_runtime
 from microgpt_fut.gpt2 import GPT2Config, GPT2Model, Recipe
 
-if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of the repository, not installed
-    sys.path.insert(0, str(REPO_ROOT))
-from bench import recipe as BR  # noqa: E402
-from bench import torch_ref as TR  # noqa: E402
+from bench import recipe as BR
+from bench import torch_ref as TR
 
 V, C, NH, L, T = 11, 8, 2, 2, 6
 

@@ -6,18 +6,14 @@ when torch is not installed (it is the ``bench`` extra, not a test dependency).
 """
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pytest
+import torch
 
-from conftest import REPO_ROOT, DATA_DIR, get_runtime, make_tiny_case
+from bench import torch_ref as TR
+from conftest import DATA_DIR, get_runtime, make_tiny_case
 from microgpt_fut.model import PARAM_NAMES, GPTConfig, Model
-
-torch = pytest.importorskip("torch")
-if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of the repository, not installed
-    sys.path.insert(0, str(REPO_ROOT))
-from bench import torch_ref as TR  # noqa: E402
 
 
 def names_case(batch: int = 8, seed: int = 3):

@@ -93,9 +93,6 @@ def _payload(root: Path) -> Path:
         (p / t).mkdir(parents=True)
         for ext in ("c.xz", "h", "json"):
             (p / t / f"microgpt_{t}.{ext}").write_bytes(b"x")
-    (p / "data").mkdir()
-    for d in P.DATA_FILES:
-        (p / "data" / d).write_text("emma\n")
     (p / "wheels").mkdir()
     for w in ("cffi-2.1.1-cp312-cp312-manylinux2014_x86_64.whl", "pycparser-3.12-py3-none-any.whl",
               "futhark_ffi-0.16.0-py3-none-any.whl"):
@@ -108,8 +105,8 @@ def test_payload_manifest_round_trip(tmp_path):
     m = P.write_manifest(p, "0.25.32")
     assert m["source_digest"] == P.source_digest() and m["futhark"] == "0.25.32"
     assert P.verify(p)["files"] == m["files"]
-    (p / "data" / "names.txt").write_text("olivia\n")
-    with pytest.raises(P.PayloadError, match="names.txt differs"):
+    (p / "cuda" / "microgpt_cuda.h").write_text("olivia\n")
+    with pytest.raises(P.PayloadError, match="microgpt_cuda.h differs"):
         P.verify(p)
     P.write_manifest(p, "0.25.32")
     manifest = json.loads((p / "MANIFEST.json").read_text())
@@ -130,7 +127,7 @@ def test_payload_needs_everything_and_fits(tmp_path, monkeypatch):
                                              r"wheels/pycparser-\*.whl"):
         P.write_manifest(p, "v")
     p = _payload(tmp_path / "again")
-    monkeypatch.setattr(P, "LIMIT_BYTES", 10)
+    monkeypatch.setattr(P, "LIMIT_BYTES", 5)  # the fake payload holds 9 bytes
     with pytest.raises(P.PayloadError, match="MiB, more than"):
         P.write_manifest(p, "v")
     assert not (p / "MANIFEST.json").exists()
@@ -166,18 +163,32 @@ def test_random_tokens():
 def test_gpu_lock_is_exclusive_across_processes(tmp_path, monkeypatch):
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(worker.LOCK_ENV, str(lock))
+    # The other process holds the lock until told to let go (a line on its stdin): the
+    # lock must be had only after that, however fast or slow this machine is.
     hold = textwrap.dedent(f"""
-        import fcntl, time
+        import fcntl, sys
         f = open({str(lock)!r}, "a"); fcntl.flock(f, fcntl.LOCK_EX)
-        print("held", flush=True); time.sleep(1.0)
+        print("held", flush=True); sys.stdin.readline()
     """)
-    proc = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
-    with worker.gpu_lock() as waited:
-        assert waited > 0.5
-    proc.wait()
-    with worker.gpu_lock() as waited:
-        assert waited < 0.5
+    got = []  # when this process got the lock
+
+    def take():
+        with worker.gpu_lock():
+            got.append(time.perf_counter())
+
+    t = threading.Thread(target=take)
+    t.start()
+    t.join(0.2)
+    assert not got  # still held by the other process
+    released = time.perf_counter()
+    proc.stdin.write("go\n")
+    proc.stdin.close()
+    t.join(60)
+    assert got and got[0] >= released
+    assert proc.wait(60) == 0
     monkeypatch.delenv(worker.LOCK_ENV)
     with worker.gpu_lock() as waited:
         assert waited == 0.0
@@ -208,11 +219,11 @@ def test_step_kills_at_its_cap_and_keeps_events(tmp_path):
 def test_steps_share_the_gpu_lock(tmp_path):
     """The tests step holds the lock in the runner; a worker's lock then waits."""
     run = _run(tmp_path)
-    waited = []
+    taken = []  # when the worker got the lock
 
     def other():
-        with worker.gpu_lock() as w:
-            waited.append(w)
+        with worker.gpu_lock():
+            taken.append(time.monotonic())
 
     import os
     os.environ[worker.LOCK_ENV] = run.env[worker.LOCK_ENV]
@@ -220,11 +231,13 @@ def test_steps_share_the_gpu_lock(tmp_path):
         with runner.gpu_held(run):
             t = threading.Thread(target=other)
             t.start()
-            time.sleep(0.5)
-        t.join()
+            t.join(0.2)
+            assert not taken  # the worker waits while the runner holds the lock
+            released = time.monotonic()
+        t.join(60)
     finally:
         del os.environ[worker.LOCK_ENV]
-    assert waited and waited[0] >= 0.4
+    assert taken and taken[0] >= released
 
 
 def _steps() -> list[runner.Step]:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cli_helpers import need_backend, small_data
+from cli_helpers import need_backend
 from conftest import DATA_DIR
 from microgpt_fut import memory
 from microgpt_fut.model import GPTConfig

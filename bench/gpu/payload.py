@@ -23,7 +23,6 @@ from pathlib import Path
 from .. import REPO_ROOT
 
 TARGETS = {"cuda": "futhark/microgpt.fut", "gpt2_cuda": "futhark/gpt2.fut"}
-DATA_FILES = ("names.txt", "tinyshakespeare.txt")
 WHEELS = ("cffi", "pycparser", "futhark_ffi")  # what the GPU machine's image lacks
 LIMIT_BYTES = 48 * 2**20  # the device tool carries 64 MiB with the working tree
 
@@ -91,7 +90,6 @@ def check(payload: Path, manifest: dict) -> None:
     the size limit."""
     names = set(manifest["files"])
     need = [f"{t}/microgpt_{t}.{ext}" for t in TARGETS for ext in ("c.xz", "h", "json")]
-    need += [f"data/{d}" for d in DATA_FILES]
     missing = [n for n in need if n not in names]
     missing += [f"wheels/{w}-*.whl" for w in WHEELS
                 if not any(n.startswith(f"wheels/{w}-") and n.endswith(".whl") for n in names)]

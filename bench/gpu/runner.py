@@ -83,7 +83,7 @@ class Run:
 
     def _environment(self) -> dict[str, str]:
         """Every step's environment: this checkout's code, the scratch build folder,
-        empty kernel caches (ours, the CUDA driver's), the carried data, the GPU lock."""
+        empty kernel caches (ours, the CUDA driver's), the GPU lock."""
         s = self.scratch
         env = dict(os.environ)
         env.update({
@@ -96,7 +96,6 @@ class Run:
             # the driver's cache of PTX compiled for the GPU; its default size (256 MiB
             # on recent drivers) might not hold both libraries' kernels
             "CUDA_CACHE_MAXSIZE": "4294967296",
-            "MICROGPT_FUT_SHARED_DATA": str(self.payload / "data"),
             LOCK_ENV: str(s / "gpu.lock"),
             "TORCHINDUCTOR_CACHE_DIR": str(s / "inductor-sweep"),
             "TRITON_CACHE_DIR": str(s / "inductor-sweep" / "triton"),

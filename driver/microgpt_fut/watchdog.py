@@ -184,6 +184,13 @@ class Watchdog:
                 except OSError:
                     pass
 
+    def join(self, seconds: float | None = None) -> bool:
+        """Wait until the reader thread has ended (every peer's connection has ended, or
+        ``close``): then every message and end it will see was reported. True if it
+        ended within ``seconds`` (None: no limit)."""
+        self._thread.join(seconds)
+        return not self._thread.is_alive()
+
     def wait_bye(self, rank: int, seconds: float | None) -> None:
         """Wait until ``rank`` has said bye or its connection ended (at most seconds;
         None: no limit)."""
