@@ -1,4 +1,4 @@
-"""The command line: ``microgpt-fut train | sample | devices``.
+"""The command line: ``microgpt-fut train | sample | prepare | export-hf | devices``.
 
 Every error the user can cause is reported as one line ``Error: ...`` on stderr
 with a non-zero exit status (2 for bad options, 1 otherwise), never a traceback.
@@ -12,13 +12,16 @@ import os
 import shlex
 import signal
 import tempfile
+import time
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
+from tqdm import tqdm
 
 from . import checkpoint as ckpt
 from . import hf, memory
+from . import prepare as preparation
 from . import resume as resume_rules
 from .data import DataError, Vocab, load_data
 from .data_parallel import DataParallelModel, runtimes
@@ -26,6 +29,7 @@ from .interrupt import stop_on_signals
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
 from .sample_output import print_samples
+from .tokenizer import load_tokenizer, train_bpe
 from .trainer import Diverged, Training, TrainSettings, iter_names
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -297,6 +301,7 @@ def main():
     microgpt-fut sample -n 10          new names from the saved model
     microgpt-fut devices               OpenCL devices for --backend opencl
     microgpt-fut export-hf M.safetensors DIR   a GPT-2 checkpoint as a Hugging Face folder
+    microgpt-fut prepare FILE... --out DIR     text to token shards (--data-format tokens)
     """
 
 
@@ -765,6 +770,71 @@ def export_hf(checkpoint, folder, overwrite):
         ck = ckpt.load(checkpoint, adam=False)
         files = hf.export_folder(ck, folder, overwrite)
     click.echo(f"wrote {folder}: {', '.join(files)}")
+
+
+@main.command("prepare")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(path_type=Path),
+              help="The folder for the shards and tokenizer.json (made if missing).")
+@click.option("--tokenizer", default="char", show_default=True, metavar="char|bpe|PATH",
+              help="char (the inputs' characters), bpe (a byte-level BPE trained on the "
+                   "inputs' first --bpe-sample-mb MB, see --vocab-size), or a tokenizer.json, "
+                   "vocab.json (beside merges.txt) or a folder holding them.")
+@click.option("--vocab-size", type=click.IntRange(257, _INT_MAX), default=None,
+              help="--tokenizer bpe: the BPE's vocabulary (256 bytes, merges, <|endoftext|>).")
+@click.option("--bpe-sample-mb", type=click.FloatRange(0, min_open=True), default=10.0,
+              show_default=True, help="--tokenizer bpe: MB of the inputs the BPE learns from.")
+@click.option("--shard-tokens", type=click.IntRange(1, _INT_MAX), default=100_000_000,
+              show_default=True, help="Tokens per shard (llm.c's .bin: uint16 tokens).")
+@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
+              show_default=True, help="The last fraction of all tokens held out for validation "
+                                      "(ignored with --val).")
+@click.option("--val", "val_inputs", multiple=True, type=click.Path(path_type=Path),
+              help="A text file for the validation split (repeatable) instead of "
+                   "--val-fraction.")
+@click.option("--name", default=None,
+              help="The shards' name: NAME_train_000000.bin.  [default: the first input's stem]")
+@click.option("--overwrite", is_flag=True, help="Replace the shards that --out holds.")
+def prepare_command(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens,
+                    val_fraction, val_inputs, name, overwrite):
+    """Tokenize text INPUTS (any size, streamed) into llm.c token shards in --out, for
+    `train --data-format tokens --data DIR`: NAME_train_*.bin, NAME_val_*.bin and
+    tokenizer.json. Every input is one document."""
+    P = preparation
+    with _user_errors():
+        if (tokenizer == "bpe") != (vocab_size is not None):
+            raise _bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"
+                              else "--tokenizer bpe needs --vocab-size N (e.g. 512)")
+        if tokenizer == "char":
+            tok = P.char_vocab(list(inputs))
+        elif tokenizer == "bpe":
+            limit = int(bpe_sample_mb * 1e6)
+            click.echo(f"training a BPE of {vocab_size} tokens on the inputs' first "
+                       f"{limit:,} bytes (--bpe-sample-mb)")
+            tok = train_bpe(P.text_sample(list(inputs), limit), vocab_size)
+        else:
+            tok = load_tokenizer(tokenizer)
+        total = sum(p.stat().st_size for p in [*inputs, *val_inputs] if p.is_file())
+        bar = tqdm(total=total, unit="B", unit_scale=True, disable=None, leave=False,
+                   desc="tokenizing")
+        seen = {"tokens": 0, "t0": time.perf_counter()}
+
+        def progress(n_bytes, n_tokens):
+            seen["tokens"] += n_tokens
+            bar.update(n_bytes)
+            rate = seen["tokens"] / max(time.perf_counter() - seen["t0"], 1e-9)
+            bar.set_postfix_str(f"{rate:,.0f} tok/s", refresh=False)
+
+        try:
+            done = P.prepare(list(inputs), out, tok, name=name or Path(inputs[0]).stem,
+                             shard_tokens=shard_tokens, val_fraction=val_fraction,
+                             val_inputs=list(val_inputs), overwrite=overwrite,
+                             progress=progress)
+        finally:
+            bar.close()
+    click.echo(f"wrote {out}: {done.train_tokens:,} train tokens in {len(done.train)} "
+               f"shard(s), {done.val_tokens:,} val tokens in {len(done.val)}, tokenizer.json "
+               f"(vocab_size {tok.size})")
 
 
 @main.command()

@@ -1,0 +1,347 @@
+"""Token shards on disk, read through memory maps: llm.c's ``.bin`` format and nanoGPT's
+raw ``train.bin``/``val.bin``.
+
+llm.c (dev/data/data_common.py ``write_datafile``): a header of 256 int32 (magic
+20240520, version, token count, then zeros) followed by the tokens, uint16 for version
+1 and uint32 for version 2. nanoGPT (data/*/prepare.py): the tokens alone, uint16,
+with a ``meta.pkl`` beside them for a character vocabulary.
+
+A split (train or val) is the concatenation of its shards in name order
+(``TokenStream``): windows are drawn over it as nanoGPT's ``get_batch`` draws them
+over one array (text.py), so memory does not grow with the data.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from .data import DataError
+from .text import TextData
+from .tokenizer import CharVocab, Tokenizer, find_tokenizer_files, load_tokenizer
+
+MAGIC = 20240520
+HEADER_INTS = 256
+HEADER_BYTES = HEADER_INTS * 4
+DTYPES = {1: np.dtype("<u2"), 2: np.dtype("<u4")}  # llm.c's version -> token dtype
+SAMPLE_BYTES = 1 << 16  # the part of each end of a shard that its digest reads
+
+
+def header(n_tokens: int, version: int = 1) -> np.ndarray:
+    """llm.c's shard header: int32 [256] = (MAGIC, version, n_tokens, 0, ...)."""
+    h = np.zeros(HEADER_INTS, dtype="<i4")
+    h[:3] = MAGIC, version, n_tokens
+    return h
+
+
+def version_for(vocab_size: int) -> int:
+    """llm.c's version for a vocabulary: 1 (uint16 tokens) up to 65,536 tokens, else 2."""
+    return 1 if vocab_size <= 1 << 16 else 2
+
+
+def open_shard(path: str | Path) -> np.memmap:
+    """The tokens of one llm.c shard, memory-mapped: uint16 or uint32 [n_tokens].
+
+    Raises DataError (one line naming the file) when it is missing, shorter than the
+    header, has another magic or an unknown version, or holds a different number of
+    token bytes than its header says (a truncated or over-long file).
+    """
+    path = Path(path)
+    where = f"token shard {str(path)!r}"
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            raw = f.read(HEADER_BYTES)
+    except OSError as e:
+        raise DataError(f"cannot read {where}: {e.strerror or e}") from None
+    head = np.frombuffer(raw[:len(raw) // 4 * 4], dtype="<i4")
+    if len(head) < HEADER_INTS:
+        raise DataError(f"{where} has {size} bytes, less than llm.c's {HEADER_BYTES}-byte "
+                        "header")
+    if head[0] != MAGIC:
+        raise DataError(f"{where}: magic {int(head[0])} is not llm.c's {MAGIC} (not a .bin "
+                        "token shard)")
+    version, n = int(head[1]), int(head[2])
+    if version not in DTYPES:
+        raise DataError(f"{where}: version {version} is not 1 (uint16) or 2 (uint32)")
+    want = HEADER_BYTES + n * DTYPES[version].itemsize
+    if n < 0 or size != want:
+        raise DataError(f"{where}: its header says {n:,} tokens ({want:,} bytes), but the "
+                        f"file has {size:,} bytes ({'truncated' if size < want else 'too long'})")
+    if n == 0:
+        return np.zeros(0, DTYPES[version])
+    return np.memmap(path, dtype=DTYPES[version], mode="r", offset=HEADER_BYTES, shape=(n,))
+
+
+def open_raw(path: str | Path) -> np.memmap:
+    """nanoGPT's raw uint16 tokens (train.bin, val.bin), memory-mapped. Raises DataError
+    for a missing, unreadable or odd-sized file."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise DataError(f"cannot read token file {str(path)!r}: {e.strerror or e}") from None
+    if size % 2:
+        raise DataError(f"token file {str(path)!r} has {size} bytes, not a whole number of "
+                        "uint16 tokens")
+    if size == 0:
+        return np.zeros(0, "<u2")
+    return np.memmap(path, dtype="<u2", mode="r")
+
+
+def is_llmc(path: Path) -> bool:
+    """True when the file starts with llm.c's magic."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return len(head) == 4 and int(np.frombuffer(head, "<i4")[0]) == MAGIC
+
+
+class TokenStream:
+    """The concatenation of token files, read lazily: ``len`` and integer-array indexing
+    (``stream[idx]`` -> int64 array of idx's shape), as text.py's ``windows`` needs.
+
+    files: the paths, in order; fmt: "llm.c" (a header) or "nanogpt" (raw uint16).
+    Pickled as its paths (MPI ranks and --threads workers open the files themselves).
+    """
+
+    def __init__(self, files: list[Path], fmt: str):
+        self.files, self.fmt = [Path(f) for f in files], fmt
+        self.parts = [open_shard(f) if fmt == "llm.c" else open_raw(f) for f in self.files]
+        self.ends = np.cumsum([len(p) for p in self.parts], dtype=np.int64)
+
+    def __reduce__(self):
+        return TokenStream, (self.files, self.fmt)
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def __getitem__(self, idx) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
+            raise IndexError(f"token index out of range [0, {len(self)})")
+        out = np.empty(idx.shape, dtype=np.int64)
+        part = np.searchsorted(self.ends, idx, side="right")
+        starts = self.ends - [len(p) for p in self.parts]
+        for k in np.unique(part):  # a window may cross from one shard into the next
+            sel = part == k
+            out[sel] = self.parts[k][idx[sel] - starts[k]]
+        return out
+
+    def check_below(self, vocab_size: int, chunk: int = 1 << 22) -> None:
+        """Raise DataError naming the file and position of the first token >= vocab_size.
+        Read with plain reads of ``chunk`` tokens, not through the memory map, whose
+        pages would stay in this process's resident set."""
+        for path, part in zip(self.files, self.parts):
+            offset = HEADER_BYTES if self.fmt == "llm.c" else 0
+            with open(path, "rb") as f:
+                f.seek(offset)
+                for i in range(0, len(part), chunk):
+                    block = np.frombuffer(f.read(chunk * part.dtype.itemsize), part.dtype)
+                    if block.size and int(block.max()) >= vocab_size:
+                        j = i + int(np.argmax(block >= vocab_size))
+                        raise DataError(f"token shard {str(path)!r}: token {int(part[j])} at "
+                                        f"position {j:,} is not below the vocabulary size "
+                                        f"{vocab_size}")
+
+    def identity(self) -> list[dict]:
+        """Each file's name, size and SHA-256 of its first and last SAMPLE_BYTES (its
+        header among them): what a checkpoint records of the data, without reading GBs."""
+        out = []
+        for path in self.files:
+            size = path.stat().st_size
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                h.update(f.read(SAMPLE_BYTES))
+                f.seek(max(0, size - SAMPLE_BYTES))
+                h.update(f.read(SAMPLE_BYTES))
+            out.append({"name": path.name, "bytes": size, "sha256": h.hexdigest()})
+        return out
+
+
+# --------------------------------------------------------------------------- meta.pkl
+
+class _MetaUnpickler(pickle.Unpickler):
+    """Refuses every global: a crafted pickle cannot name a callable to run."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"it names {module}.{name}")
+
+
+def _plain(x) -> bool:
+    """A dict (nested allowed) whose keys and values are str or int."""
+    if isinstance(x, dict):
+        return all(isinstance(k, (str, int)) and (isinstance(v, (str, int)) or _plain(v))
+                   for k, v in x.items())
+    return False
+
+
+def read_meta(path: str | Path) -> dict:
+    """nanoGPT's meta.pkl (vocab_size, itos, stoi), unpickled with no global allowed and
+    checked to be dicts of str and int only. Raises DataError (one line naming the
+    file) otherwise: a pickle that names a class or function is refused unrun."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
+    try:
+        meta = _MetaUnpickler(io.BytesIO(raw)).load()
+    except Exception as e:
+        raise DataError(f"{str(path)!r} is refused: only a pickle of dicts of str and int "
+                        f"is read ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+                        ) from None
+    if not _plain(meta):
+        raise DataError(f"{str(path)!r} is refused: only a pickle of dicts of str and int is "
+                        "read")
+    return meta
+
+
+# --------------------------------------------------------------------------- a folder
+
+def _shards(folder: Path, split: str) -> list[Path]:
+    """llm.c's shard names for a split: ``*_{split}_*.bin`` or ``*_{split}.bin``."""
+    found = set(folder.glob(f"*_{split}_*.bin")) | set(folder.glob(f"*_{split}.bin"))
+    return sorted(found)
+
+
+def find_splits(folder: str | Path) -> tuple[list[Path], list[Path], str]:
+    """The train and val token files of a folder and their format ("llm.c" or
+    "nanogpt"): llm.c's shards named ``*_train_*.bin``/``*_val_*.bin`` (as its
+    scripts and ``prepare`` write them), else nanoGPT's ``train.bin``/``val.bin``
+    (raw, or with llm.c's header). Raises DataError when there are none."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(f"--data {str(folder)!r} is not a folder of token shards "
+                        "(--data-format tokens; make one with `microgpt-fut prepare`)")
+    train, val = _shards(folder, "train"), _shards(folder, "val")
+    if train:
+        return train, val, "llm.c"
+    t, v = folder / "train.bin", folder / "val.bin"
+    if t.is_file():
+        fmt = "llm.c" if is_llmc(t) else "nanogpt"
+        return [t], [v] if v.is_file() else [], fmt
+    raise DataError(f"--data {str(folder)!r} holds no token shards (*_train_*.bin, or "
+                    "train.bin): make them with `microgpt-fut prepare`")
+
+
+def digest(identity: list[dict]) -> str:
+    """SHA-256 of a shard set's identity (TokenStream.identity of train, then val)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- writing
+
+class ShardWriter:
+    """Writes one split's tokens into llm.c shards of at most ``shard_tokens`` tokens:
+    ``{folder}/{name}_{split}_{k:06d}.bin``. Each shard is written to a hidden
+    temporary file and renamed into place when whole, so an interrupted run leaves
+    no half-written shard under a shard's name. ``written``: the finished paths."""
+
+    def __init__(self, folder: Path, name: str, split: str, shard_tokens: int, version: int):
+        self.folder, self.name, self.split = Path(folder), name, split
+        self.shard_tokens, self.version = shard_tokens, version
+        self.dtype = DTYPES[version]
+        self.written: list[Path] = []
+        self._f, self._n, self._tmp = None, 0, None
+
+    def _open(self) -> None:
+        final = self.folder / f"{self.name}_{self.split}_{len(self.written):06d}.bin"
+        self._tmp = final.with_name(f".{final.name}.partial")
+        self._final = final
+        self._f = open(self._tmp, "wb")
+        self._f.write(header(0, self.version).tobytes())  # the count is filled in at the end
+        self._n = 0
+
+    def write(self, tokens: np.ndarray) -> None:
+        """Append tokens (any integer array, each below the dtype's range)."""
+        tokens = np.asarray(tokens).astype(self.dtype, copy=False)
+        while tokens.size:
+            if self._f is None:
+                self._open()
+            take = tokens[:self.shard_tokens - self._n]
+            self._f.write(take.tobytes())
+            self._n += take.size
+            tokens = tokens[take.size:]
+            if self._n == self.shard_tokens:
+                self._close()
+
+    def _close(self) -> None:
+        self._f.seek(0)
+        self._f.write(header(self._n, self.version).tobytes())
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        os.replace(self._tmp, self._final)
+        self.written.append(self._final)
+        self._f = None
+
+    def finish(self) -> list[Path]:
+        """Close the last shard (if it holds tokens); the paths written."""
+        if self._f is not None:
+            if self._n:
+                self._close()
+            else:
+                self._f.close()
+                os.unlink(self._tmp)
+                self._f = None
+        return self.written
+
+    def abort(self) -> None:
+        """Remove the shard being written (its finished shards stay)."""
+        if self._f is not None:
+            self._f.close()
+            self._tmp.unlink(missing_ok=True)
+            self._f = None
+
+
+# --------------------------------------------------------------------------- a dataset
+
+def folder_tokenizer(folder: Path, fmt: str) -> Tokenizer | None:
+    """The tokenizer stored with shards: ``tokenizer.json`` (or GPT-2's vocab.json and
+    merges.txt), else nanoGPT's meta.pkl as a character vocabulary, else None."""
+    if find_tokenizer_files(folder):
+        return load_tokenizer(folder)
+    meta = folder / "meta.pkl"
+    if meta.is_file():
+        m = read_meta(meta)
+        itos = m.get("itos")
+        if not isinstance(itos, dict) or sorted(itos) != list(range(len(itos))) or \
+                not all(isinstance(c, str) and len(c) == 1 for c in itos.values()):
+            raise DataError(f"{str(meta)!r}: itos is not a map from 0..n-1 to characters")
+        return CharVocab("".join(itos[i] for i in range(len(itos))))
+    return None
+
+
+def load_tokens(folder: str | Path, block_size: int,
+                tokenizer: Tokenizer | None = None) -> TextData:
+    """A folder of token shards as text.py's TextData, its splits memory-mapped
+    (``TokenStream``): llm.c's shards (``prepare``'s) or nanoGPT's train.bin/val.bin.
+
+    tokenizer: None takes the folder's (``folder_tokenizer``). Every token is checked
+    to be below the tokenizer's size (read in chunks). ``sha256`` is the digest of the
+    shard set's identity (names, sizes, samples), not of every byte.
+
+    Raises DataError (one line naming the folder or file) when there are no shards, a
+    shard is bad (``open_shard``), there is no tokenizer, a token is out of range, or
+    a split is shorter than block_size + 1 tokens (the val split may be absent).
+    """
+    folder = Path(folder)
+    train_files, val_files, fmt = find_splits(folder)
+    tok = tokenizer or folder_tokenizer(folder, fmt)
+    if tok is None:
+        raise DataError(f"--data {str(folder)!r} has no tokenizer.json (nor meta.pkl): give "
+                        "--tokenizer PATH")
+    train, val = TokenStream(train_files, fmt), TokenStream(val_files, fmt)
+    for split, stream in (("training", train), ("validation", val)):
+        stream.check_below(tok.size)
+        if (stream is train or len(stream)) and len(stream) < block_size + 1:
+            raise DataError(f"--data {str(folder)!r}: the {split} shards hold {len(stream)} "
+                            f"tokens; --block-size {block_size} needs at least "
+                            f"{block_size + 1}")
+    sha = digest(train.identity() + val.identity())
+    return TextData(tok, train, val, block_size, 0.0, str(folder), sha)
