@@ -1,4 +1,4 @@
-"""The command line: ``microgpt-fut train | sample | prepare | export-hf | devices``.
+"""The command line: ``microgpt-fut train | sample | prepare | eval | export-hf | devices``.
 
 Every error the user can cause is reported as one line ``Error: ...`` on stderr
 with a non-zero exit status (2 for bad options, 1 otherwise), never a traceback.
@@ -20,11 +20,12 @@ from click.core import ParameterSource
 from tqdm import tqdm
 
 from . import checkpoint as ckpt
-from . import hf, memory
+from . import choices, hf, memory
 from . import prepare as preparation
 from . import resume as resume_rules
 from .data import DataError, Vocab, load_data
 from .data_parallel import DataParallelModel, runtimes
+from .gpt2 import GPT2Model
 from .interrupt import stop_on_signals
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
@@ -302,6 +303,7 @@ def main():
     microgpt-fut devices               OpenCL devices for --backend opencl
     microgpt-fut export-hf M.safetensors DIR   a GPT-2 checkpoint as a Hugging Face folder
     microgpt-fut prepare FILE... --out DIR     text to token shards (--data-format tokens)
+    microgpt-fut eval --choices FILE.jsonl     HellaSwag-style multiple-choice accuracy
     """
 
 
@@ -770,6 +772,34 @@ def export_hf(checkpoint, folder, overwrite):
         ck = ckpt.load(checkpoint, adam=False)
         files = hf.export_folder(ck, folder, overwrite)
     click.echo(f"wrote {folder}: {', '.join(files)}")
+
+
+@main.command("eval")
+@click.option("--checkpoint", type=click.Path(path_type=Path),
+              default=Path("model.safetensors"), show_default=True,
+              help="A text checkpoint, or a Hugging Face GPT-2 folder.")
+@click.option("--choices", "choices_file", required=True, type=click.Path(path_type=Path),
+              help="Questions in HellaSwag's jsonl (ctx, endings, label), e.g. "
+                   "hellaswag_val.jsonl.")
+@_backend_opt
+@_device_opt
+def eval_command(checkpoint, choices_file, backend, device):
+    """Multiple-choice accuracy as the seed's hellaswag.py: each ending is scored by the
+    loss of its tokens after the context; acc picks the lowest summed loss, acc_norm
+    the lowest mean loss per token."""
+    with _user_errors():
+        examples = choices.read_examples(choices_file)
+        ck = (hf.load_checkpoint(checkpoint) if hf.is_folder(checkpoint) else
+              ckpt.load(checkpoint, adam=False))
+    if ck.data_format != "text":
+        raise _bad_option(f"--checkpoint {str(checkpoint)!r} is a names model; eval scores "
+                          "text models")
+    rt = _runtime(backend, device, quiet=False, program="gpt2")
+    with _user_errors():
+        model = GPT2Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
+        s = choices.evaluate(examples, ck.text_tokenizer(), model.logits_seq,
+                             ck.config.block_size)
+    click.echo(f"{len(examples)} examples: acc {s.acc:.4f}, acc_norm {s.acc_norm:.4f}")
 
 
 @main.command("prepare")

@@ -1,0 +1,94 @@
+"""Multiple-choice evaluation (choices.py, `microgpt-fut eval`) against hellaswag.py's
+computation done with transformers on the same random GPT-2 folder."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cli_helpers import assert_one_line_error
+from conftest import get_runtime
+from hf_helpers import need, random_hf_model, save_hf_folder, small_bpe
+from microgpt_fut import choices, hf
+from microgpt_fut.cli import main
+from microgpt_fut.data import DataError
+from microgpt_fut.gpt2 import GPT2Model
+
+EXAMPLES = Path(__file__).parent / "data" / "choices_example.jsonl"
+
+
+def theirs(model, tok, ex):
+    """hellaswag.py's evaluate loop for one example, in torch: summed and mean losses."""
+    torch = need("torch")
+    F = torch.nn.functional
+    ctx = tok.encode(ex["ctx"], "ctx").tolist()
+    rows = [ctx + tok.encode(" " + e, "end").tolist() for e in ex["endings"]]
+    n = max(map(len, rows))
+    tokens = torch.zeros((len(rows), n), dtype=torch.long)
+    mask = torch.zeros((len(rows), n), dtype=torch.long)
+    for i, r in enumerate(rows):
+        tokens[i, :len(r)] = torch.tensor(r)
+        mask[i, len(ctx):len(r)] = 1
+    with torch.no_grad():
+        logits = model(tokens).logits
+    shift_logits = logits[..., :-1, :].contiguous()
+    shift_tokens = tokens[..., 1:].contiguous()
+    losses = F.cross_entropy(shift_logits.view(-1, shift_logits.size(-1)),
+                             shift_tokens.view(-1), reduction="none").view(tokens.size(0), -1)
+    shift_mask = mask[..., 1:].contiguous()
+    masked = losses * shift_mask
+    total = masked.sum(dim=1)
+    return total.numpy(), (total / shift_mask.sum(dim=1)).numpy()
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    tok = small_bpe()
+    model = random_hf_model(tok.size, n_positions=128, std=0.1)
+    return save_hf_folder(tmp_path_factory.mktemp("hf") / "m", model, tok), model, tok
+
+
+def test_scores_equal_hellaswag_py_with_transformers(folder, gpt2_backend):
+    path, model, tok = folder
+    config, params, _ = hf.load_folder(path)
+    ours = GPT2Model.from_arrays(get_runtime(gpt2_backend, "gpt2"), config, params)
+    examples = choices.read_examples(EXAMPLES)
+    s = choices.evaluate(examples, tok, ours.logits_seq, config.block_size)
+    raw = [json.loads(ln) for ln in EXAMPLES.read_text().splitlines()]
+    for i, ex in enumerate(raw):
+        total, mean = theirs(model, tok, ex)
+        np.testing.assert_allclose(s.sum_loss[i], total, rtol=1e-5)
+        np.testing.assert_allclose(s.avg_loss[i], mean, rtol=1e-5)
+        assert s.pred[i] == total.argmin() and s.pred_norm[i] == mean.argmin()
+    assert s.acc == np.mean([p == e["label"] for p, e in zip(s.pred, raw)])
+
+
+def test_eval_command_prints_acc_and_acc_norm(folder, tmp_path):
+    path, model, tok = folder
+    r = CliRunner().invoke(main, ["eval", "--checkpoint", str(path), "--choices", str(EXAMPLES)])
+    assert r.exit_code == 0, r.output
+    raw = [json.loads(ln) for ln in EXAMPLES.read_text().splitlines()]
+    picks = [theirs(model, tok, ex) for ex in raw]
+    acc = np.mean([t.argmin() == e["label"] for (t, _), e in zip(picks, raw)])
+    acc_norm = np.mean([m.argmin() == e["label"] for (_, m), e in zip(picks, raw)])
+    assert r.output.strip().splitlines()[-1] == \
+        f"{len(raw)} examples: acc {acc:.4f}, acc_norm {acc_norm:.4f}"
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("not json", "line 2 is not JSON"),
+    ('{"ctx": "a", "endings": ["b", "c"]}', "line 2: want an object with ctx"),
+    ('{"ctx": "a", "endings": ["b", "c"], "label": 2}', "line 2: want an object"),
+    ('{"ctx": "a", "endings": ["b"], "label": 0}', "line 2: want an object"),
+])
+def test_bad_choices_lines_are_named(tmp_path, line, fragment):
+    bad = tmp_path / "c.jsonl"
+    bad.write_text(EXAMPLES.read_text().splitlines()[0] + "\n" + line + "\n")
+    with pytest.raises(DataError, match=fragment):
+        choices.read_examples(bad)
+    r = CliRunner().invoke(main, ["eval", "--checkpoint", str(tmp_path / "none"),
+                                  "--choices", str(bad)])
+    assert_one_line_error(r)
