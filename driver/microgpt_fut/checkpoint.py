@@ -131,6 +131,11 @@ def _metadata(ck: Checkpoint) -> dict[str, str]:
     return meta
 
 
+def first_nonfinite(tensors: dict[str, np.ndarray]) -> str | None:
+    """The name of the first tensor holding a NaN or an infinity, or None."""
+    return next((name for name, a in tensors.items() if not np.isfinite(a).all()), None)
+
+
 def _write_all(f, data: bytes) -> None:
     """Write data to the open file f (a seam for tests that simulate a failing disk)."""
     f.write(data)
@@ -152,7 +157,8 @@ def save(path: str | Path, ck: Checkpoint) -> None:
     The bytes go to a temporary file in the same folder, which is flushed,
     fsync'ed and then renamed over path (os.replace). On any error the
     temporary file is removed, the previous file at path is left as it was,
-    and CheckpointError is raised. m and v default to zeros when None; losses
+    and CheckpointError is raised; also (nothing written) when a tensor holds a NaN
+    or an infinity. m and v default to zeros when None; losses
     is stored as the tensor ``train.losses`` when not None (ValueError unless
     it has ``step`` entries).
     """
@@ -168,6 +174,10 @@ def save(path: str | Path, ck: Checkpoint) -> None:
             if series.shape != (ck.step,):
                 raise ValueError(f"{name} has shape {series.shape}, expected ({ck.step},)")
             tensors[name] = series
+    bad = first_nonfinite(tensors)
+    if bad is not None:  # training never hands one out (trainer.CheckedRun): a last guard
+        raise CheckpointError(f"refusing to write checkpoint {str(path)!r}: tensor {bad!r} "
+                              "holds NaN or infinite values")
     from safetensors.numpy import save as st_save
 
     data = st_save(tensors, metadata=_metadata(ck))
@@ -283,7 +293,8 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
     truncated, not safetensors, not a microgpt-fut checkpoint or of another
     format version, or when metadata or a tensor is missing or a tensor's
     shape or dtype does not match the config (``train.losses``, optional, must
-    be float32 [step]).
+    be float32 [step]), and when a tensor read (the weights, and Adam's moments
+    unless adam=False) holds a NaN or an infinity.
     """
     path = Path(path)
     where = f"checkpoint {str(path)!r}"
@@ -364,6 +375,11 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
     except Exception as e:  # safetensors' own errors
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"cannot read {where}: {msg}") from None
+    bad = first_nonfinite(tensors)
+    if bad is not None:
+        raise CheckpointError(f"{where}: tensor {bad!r} holds NaN or infinite values, so the "
+                              "model is unusable (its run diverged: train again with a "
+                              "smaller --lr)")
     params = config.from_file(tensors)
     m = config.from_file(tensors, "adam.m.") if adam else None
     v = config.from_file(tensors, "adam.v.") if adam else None

@@ -628,10 +628,13 @@ def _train_and_save(run: Training, out: Path | None, save_every: int | None, say
     saved = [ours]  # the step of this run's checkpoint in out, once there is one
 
     def save():
+        # every rank makes the checkpoint: it checks the state, and a state that is not
+        # finite is replayed by all ranks together (trainer.CheckedRun)
+        ck = run.checkpoint()
         if worker:
             return
         try:
-            ckpt.save(out, run.checkpoint())
+            ckpt.save(out, ck)
         except ckpt.CheckpointError as e:
             raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
         saved[0] = run.step

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import tokenizer as tokenizers
-from .checkpoint import Checkpoint, CheckpointError
+from .checkpoint import Checkpoint, CheckpointError, first_nonfinite
 from .data import DataError
 from .gpt2 import GPT2Config
 
@@ -286,8 +286,8 @@ def load_folder(folder: str | Path, require_tokenizer: bool = True) -> HFModel:
     Reads config.json (``read_config``), the safetensors weights (``read_tensors``,
     converted to the device layout by ``GPT2Config.from_file``) and the tokenizer
     (``read_tokenizer``). Raises HFError (one line naming the folder and the key,
-    tensor or file) for anything it refuses, and when there is no tokenizer and
-    ``require_tokenizer``.
+    tensor or file) for anything it refuses, for a tensor holding a NaN or an
+    infinity, and when there is no tokenizer and ``require_tokenizer``.
     """
     folder = Path(folder)
     config = read_config(folder)
@@ -295,8 +295,12 @@ def load_folder(folder: str | Path, require_tokenizer: bool = True) -> HFModel:
     if tok is None and require_tokenizer:
         raise HFError(f"{_where(folder)} has no tokenizer (tokenizer.json, or vocab.json and "
                       "merges.txt)")
-    params = config.from_file(read_tensors(folder, config))
-    return HFModel(config, params, tok)
+    tensors = read_tensors(folder, config)
+    bad = first_nonfinite(tensors)
+    if bad is not None:
+        raise HFError(f"{_where(folder)}: tensor {bad!r} holds NaN or infinite values, so the "
+                      "model is unusable")
+    return HFModel(config, config.from_file(tensors), tok)
 
 
 def load_checkpoint(folder: str | Path) -> Checkpoint:
