@@ -183,3 +183,52 @@ def test_a_killed_runs_lock_is_not_in_the_way(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert ckpt.load(out).step == 5 and not (tmp_path / ".m.safetensors.lock").exists()
+
+
+@pytest.mark.parametrize("kind", ["names", "text"])
+def test_closed_stdout_saves_and_exits_141(tmp_path, kind):
+    """`train ... | head -2`: when stdout's reader goes away, the run stops as at a
+    signal, SIGPIPE: it saves the checkpoint, says so in one line on stderr (nothing
+    else: no traceback) and exits with 141 (it used to exit 1 silently, saving
+    nothing)."""
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    if kind == "names":
+        args = ["--data", str(small_data(tmp_path)), "--out", str(out)]
+    else:
+        text = tmp_path / "t.txt"
+        text.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
+        args = ["--arch", "gpt2", "--data-format", "text", "--data", str(text), "--n-embd", "16",
+                "--n-layer", "1", "--block-size", "16", "--batch-size", "2", "--eval-every",
+                "100000", "--eval-iters", "1", "--out", str(out)]
+    p = _run_until_progress(args)  # as `| head -2`: the reader leaves after a few lines
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    assert p.returncode == 141, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("stdout was closed (its reader went away): saved the "
+                               "checkpoint of step"), lines[0]
+    step = ckpt.load(out).step
+    assert 0 < step < STEPS and f"step {step} of {STEPS}" in lines[0]
+    assert f"--resume {out}" in lines[0]
+
+
+def test_closed_stdout_early_still_saves(tmp_path):
+    """The reader leaves after the first line, before or while the run trains: the
+    run is saved (at the step it reached: 0 when it had not started), one line on
+    stderr says so, status 141."""
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "train", "--data",
+                          str(small_data(tmp_path)), "--steps", "20", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().startswith("data: ")
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    assert p.returncode == 141, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stdout was closed"), err
+    assert f"step {ckpt.load(out).step} of 20" in lines[0]

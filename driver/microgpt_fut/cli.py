@@ -22,7 +22,7 @@ from . import hf, memory
 from . import resume as resume_rules
 from .data import DataError, Vocab, load_data
 from .data_parallel import DataParallelModel, runtimes
-from .interrupt import stop_on_signals
+from .interrupt import is_stdout_closed, stdout_closed, stop_on_signals
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
 from .sample_output import print_samples
@@ -240,6 +240,25 @@ def _kept(out: Path, ours: int | None = None) -> str:
             f"(step {step} of another run, data {meta.get('data') or '?'})")
 
 
+def _say(message: str = "") -> None:
+    """Print a line of a training run on stdout. When stdout's reader has gone away
+    (``train ... | head -2``), stop the run as SIGPIPE would (interrupt.stdout_closed):
+    it saves and exits with status 141 instead of losing its work."""
+    try:
+        click.echo(message)
+    except BrokenPipeError:
+        stdout_closed()
+
+
+def exit_if_stdout_closed(ctx, out: Path, run) -> None:
+    """After a run was saved: when stdout's reader went away, say so on stderr and exit
+    with status 141 (the samples would go nowhere)."""
+    if is_stdout_closed():
+        click.echo(f"stdout was closed (its reader went away): saved the checkpoint of step "
+                   f"{run.step} of {run.num_steps} to {str(out)!r}", err=True)
+        ctx.exit(141)
+
+
 def _exit_with(code: int, msg: str) -> click.ClickException:
     e = click.ClickException(msg)
     e.exit_code = code
@@ -412,8 +431,11 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
     Ctrl-C (or SIGTERM, SIGHUP) stops after the current kernel call, saves the
-    checkpoint to --out and exits with status 130 (143, 129); `train --resume` continues it. A loss that becomes NaN
-    or infinite stops training with an error, and --out is not overwritten.
+    checkpoint to --out and exits with status 130 (143, 129); `train --resume`
+    continues it. A closed stdout (`train ... | head -2`) does the same, as SIGPIPE:
+    status 141. A loss or weights that become NaN or infinite stop training with an
+    error naming the step, and no such checkpoint is ever saved (--out keeps the
+    last finite one).
 
     `mpirun -n N microgpt-fut train ...` trains one run over N processes: each
     step's batch is split among them (each on its own device; --threads splits
@@ -423,7 +445,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     from .mpi_world import World
 
     world = ctx.find_object(World)
-    say = (lambda *a, **k: None) if quiet else click.echo
+    say = (lambda *a, **k: None) if quiet else _say
     given = {name: ctx.params[name] for name in ctx.params
              if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
                                                    ParameterSource.ENVIRONMENT,
@@ -531,6 +553,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     last = min(100, run.num_steps)
     say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
     say(f"saved {out}")
+    exit_if_stdout_closed(ctx, out, run)
     with _user_errors():
         print_samples(iter_names(run.model, run.vocab, samples, temperature, settings.seed),
                       samples, "names", header=not quiet)
@@ -687,10 +710,13 @@ def _train_and_save(run: Training, out: Path | None, save_every: int | None, say
 
 def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> None:
     """After a signal stopped a run (its checkpoint saved): say so on stderr and exit
-    with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129).
+    with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129;
+    a closed stdout, as SIGPIPE: 141).
     Under mpirun (``world``) the hint repeats the number of ranks (any other
     number, or one process, continues the run too, to float rounding)."""
-    how = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {stop.name}"
+    how = ("interrupted" if stop.signum == signal.SIGINT else
+           "stdout was closed (its reader went away)" if stop.signum == signal.SIGPIPE else
+           f"stopped by {stop.name}")
     launcher = f"mpirun -n {world.size} " if world is not None else ""
     click.echo(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
                f"to {str(out)!r}; continue with: {launcher}microgpt-fut train --resume "

@@ -189,6 +189,7 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
         say(f"final: step {s}: train loss {tl:.4f}, val loss {vl:.4f}")
     csv_path, png_path = curves.paths(out)
     say(f"saved {out}, {csv_path.name}, {png_path.name}")
+    _cli.exit_if_stdout_closed(ctx, out, run)
     n = o["samples"] if o["samples"] is not None else 1
     temperature = o["temperature"] if o["temperature"] is not None else 0.8
     with _user_errors():
