@@ -268,3 +268,33 @@ def test_another_runs_checkpoint_is_never_overwritten(text_file, tmp_path):
     r = run_cli(*train_args(text_file, out, "--steps", "8", "--overwrite"))
     assert r.exit_code == 0, r.output
     assert ckpt.load(out).step == 8
+
+
+def test_val_fraction_0_runs_without_validation(text_file, tmp_path):
+    """--val-fraction 0: no validation split, so no val loss anywhere: the log's
+    evaluation lines hold the train loss alone, the CSV has no eval_val column, and the
+    checkpoint's evals are strict JSON (null, never NaN); --resume reads them back."""
+    import json
+
+    out = tmp_path / "m.safetensors"
+    r = run_cli(*train_args(text_file, out, "--val-fraction", "0"))
+    assert r.exit_code == 0, r.output
+    assert "nan" not in r.output.lower() and "val loss" not in r.output
+    assert re.findall(r"^step (\d+): train loss \d+\.\d{4}$", r.output, re.M) == \
+        ["0", "8", "16", "24"]
+    assert "final: step 24: train loss " in r.output
+
+    def no_constants(name):
+        raise ValueError(f"not JSON: {name}")
+
+    from safetensors import safe_open
+    with safe_open(str(out), "np") as f:
+        evals = json.loads(f.metadata()["evals"], parse_constant=no_constants)
+    assert [e[0] for e in evals] == [0, 8, 16, 24] and all(e[2] is None for e in evals)
+    assert all(isinstance(e[1], float) and np.isfinite(e[1]) for e in evals)
+    text = out.with_suffix(".losses.csv").read_text()
+    assert text.splitlines()[0] == "step,loss,grad_norm,eval_train" and "nan" not in text
+    ck = ckpt.load(out)
+    assert np.isnan([e[2] for e in ck.evals]).all()
+    r = run_cli("train", "--resume", out, "--steps", "24", "--samples", "0")
+    assert r.exit_code == 0 and "nan" not in r.output.lower(), r.output

@@ -18,6 +18,7 @@ Writes are atomic: a checkpoint file is either the old one or the complete new o
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import tempfile
@@ -69,7 +70,8 @@ class Checkpoint:
     train: the run's settings (TRAIN_KEYS), as ints, floats and str.
     losses: float32 [step], the loss of each step so far, or None (not stored).
     norms: float32 [step], each step's gradient norm (text runs), or None.
-    evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs).
+    evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs);
+    val loss is NaN when the run has no validation split (stored as JSON null).
     tokenizer: a text model's tokenizer (tokenizer.Tokenizer). ``load`` always sets
     it for data_format "text" (a CharVocab of ``vocab`` when the file has no
     ``tokenizer``); ``save`` stores a CharVocab as ``vocab`` (ck.vocab may then be
@@ -123,7 +125,11 @@ def _metadata(ck: Checkpoint) -> dict[str, str]:
     if tok is not None:
         meta["tokenizer"] = tok
     if ck.evals is not None:
-        meta["evals"] = json.dumps([[int(s), float(a), float(b)] for s, a, b in ck.evals])
+        # strict JSON: a loss that is not a number (the val loss of a run without a
+        # validation split) is null
+        meta["evals"] = json.dumps([[int(s), *(float(x) if math.isfinite(x) else None
+                                               for x in (a, b))] for s, a, b in ck.evals],
+                                   allow_nan=False)
     for k in TRAIN_KEYS:
         if k in ck.train:
             v = ck.train[k]
@@ -325,6 +331,9 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                 train = _parse_train(meta)
                 evals = json.loads(meta["evals"]) if "evals" in meta else None
                 assert evals is None or all(len(e) == 3 for e in evals)
+                if evals is not None:  # null: no validation split
+                    evals = [[e[0], *(math.nan if x is None else float(x) for x in e[1:])]
+                             for e in evals]
             except Exception as e:
                 raise CheckpointError(f"{where} has unusable metadata: "
                                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"

@@ -368,7 +368,8 @@ about 1e-6)."""
 @click.option("--bias/--no-bias", default=True, show_default=True,
               help="gpt2: biases in the linear layers and LayerNorms (nanoGPT's bias).")
 @click.option("--val-fraction", type=float, default=0.1, show_default=True,
-              help="text: the last fraction of the text held out for validation.")
+              help="text: the last fraction of the text held out for validation (0: none; "
+                   "the run then evaluates the training split only).")
 @click.option("--tokenizer", default=None, metavar="char|bpe|PATH",
               help="text: char (the text's characters), bpe (a byte-level BPE trained on the "
                    "training text, see --vocab-size), or a tokenizer.json, vocab.json (beside "

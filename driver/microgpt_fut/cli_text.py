@@ -6,6 +6,7 @@ stream of characters with nanoGPT's recipe (text_training.py).
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -160,8 +161,8 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
             run = TextTraining.start(rt, data, settings, config, exchange=exchange)
     kind = "characters" if isinstance(data.vocab, CharVocab) else "byte-level BPE"
     say(f"data: {data.path} | {data.n_chars:,} characters, {data.n_tokens:,} tokens, vocab "
-        f"size {data.vocab.size} ({kind}) | train {len(data.train):,} tokens, val "
-        f"{len(data.val):,}")
+        f"size {data.vocab.size} ({kind}) | train {len(data.train):,} tokens, "
+        + (f"val {len(data.val):,}" if len(data.val) else "no validation (--val-fraction 0)"))
     if init is not None:
         say(f"starting from the weights of {str(o['init_from'])!r}"
             + (f" (step {init.step} of its run)" if init.step else ""))
@@ -185,8 +186,7 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
         say(f"trained {run.step - (ck.step if ck else 0)} steps in {run.seconds:.1f} s "
             f"({run.positions / max(run.seconds, 1e-9):,.0f} tok/s)")
     if run.evals:
-        s, tl, vl = run.evals[-1]
-        say(f"final: step {s}: train loss {tl:.4f}, val loss {vl:.4f}")
+        say(f"final: {_eval_line(*run.evals[-1])}")
     csv_path, png_path = curves.paths(out)
     say(f"saved {out}, {csv_path.name}, {png_path.name}")
     _cli.exit_if_stdout_closed(ctx, out, run)
@@ -274,7 +274,7 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
                 f"grad norm {norm:.4f} | {rate:,.0f} tok/s")
 
     def on_eval(step, train_loss, val_loss):
-        write(f"step {step}: train loss {train_loss:.4f}, val loss {val_loss:.4f}")
+        write(_eval_line(step, train_loss, val_loss))
 
     def advance(until, should_stop):
         run.run(until, progress, on_eval, report_every=10 if bar else 100,
@@ -282,7 +282,7 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
 
     def curves_beside():
         try:
-            curves.write(out, run.losses, run.norms, run.evals, title)
+            curves.write(out, run.losses, run.norms, run.evals, title, len(run.data.val) > 0)
         except OSError as e:
             raise click.ClickException(f"cannot write the loss curves beside {str(out)!r}: "
                                        f"{e.strerror or e}; the checkpoint is saved") from None
@@ -293,6 +293,13 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
     finally:
         if bar is not None:
             bar.close()
+
+
+def _eval_line(step: int, train_loss: float, val_loss: float) -> str:
+    """nanoGPT's evaluation line; without a validation split (--val-fraction 0, its val
+    loss NaN) the train loss alone."""
+    line = f"step {step}: train loss {train_loss:.4f}"
+    return line if math.isnan(val_loss) else f"{line}, val loss {val_loss:.4f}"
 
 
 def iter_continuations(model: GPT2Model, vocab: Tokenizer, prompts: list[str], n: int,
