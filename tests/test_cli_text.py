@@ -298,3 +298,51 @@ def test_val_fraction_0_runs_without_validation(text_file, tmp_path):
     assert np.isnan([e[2] for e in ck.evals]).all()
     r = run_cli("train", "--resume", out, "--steps", "24", "--samples", "0")
     assert r.exit_code == 0 and "nan" not in r.output.lower(), r.output
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("steps = [1, 2]", "steps = [1, 2] is an array; --steps takes an integer"),
+    ("steps = {a = 1}", 'steps = {"a": 1} is a table; --steps takes an integer'),
+    ("data = 5", "data = 5 is an integer; --data takes a path"),
+    ("steps = 5.5", "steps = 5.5 is a float; --steps takes an integer"),
+    ("seed = 1.5", "seed = 1.5 is a float; --seed takes an integer"),
+    ("steps = true", "steps = true is a boolean; --steps takes an integer"),
+    ("lr = true", "lr = true is a boolean; --lr takes a number"),
+    ("bias = 1", "bias = 1 is an integer; --bias/--no-bias takes true or false"),
+    ("arch = 2", "arch = 2 is an integer; --arch takes one of 'microgpt', 'gpt2'"),
+    ("steps = 0", "steps = 0: must be at least 1, got 0"),
+    ("lr = -1", "lr = -1: must be a positive number"),
+    ("seed = -3", "seed = -3:"),
+])
+def test_config_values_are_checked_as_on_the_command_line(tmp_path, line, fragment):
+    """A --config value of the wrong TOML type is one line naming the key, the file and
+    the type expected (it used to end in a traceback, or be coerced: 5.5 -> 5 steps,
+    true -> 1 step or lr 1.0); a value of the right type passes click's checks of the
+    same option. Usage errors: status 2."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(line + "\n")
+    r = run_cli("train", "--config", cfg, "--samples", "0", "--out", tmp_path / "m.safetensors")
+    assert_one_line_error(r, repr(str(cfg)), fragment)
+    assert r.exit_code == 2 and not (tmp_path / "m.safetensors").exists()
+
+
+def test_config_file_not_utf8_and_paths_relative_to_it(text_file, tmp_path, monkeypatch):
+    """A config file with a byte that is not UTF-8 is one line; paths in a config file
+    are relative to its folder, not to the working folder."""
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"steps = 5\n\xff\n")
+    assert_one_line_error(run_cli("train", "--config", bad), repr(str(bad)), "not UTF-8",
+                          "0xff")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "t.txt").write_text(text_file.read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "c.toml").write_text('data = "t.txt"\nout = "m.safetensors"\narch = "gpt2"\n'
+                                   'data_format = "text"\nsteps = 2\nsamples = 0\n'
+                                   'n_embd = 16\nn_layer = 1\nblock_size = 16\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    r = run_cli("train", "--config", folder / "c.toml")
+    assert r.exit_code == 0, r.output
+    assert ckpt.load(folder / "m.safetensors").train["data_path"] == str(folder / "t.txt")
+    assert list(elsewhere.iterdir()) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import os
 import shlex
@@ -272,27 +273,73 @@ def _runtime(backend: str, device: int | None, quiet: bool, program: str = "micr
 
 def _load_config(ctx, param, value):
     """--config FILE (TOML): option values (nanoGPT's names, with - or _) used where the
-    command line gives none; read before the other options (eager)."""
+    command line gives none; read before the other options (eager). Each value must
+    have its option's type (``config_value``); paths are relative to the file."""
     if value is None:
         return None
     import tomllib
 
+    where = repr(str(value))
     try:
         with open(value, "rb") as f:
             table = tomllib.load(f)
     except OSError as e:
-        raise click.BadParameter(f"cannot read {str(value)!r}: {e.strerror or e}") from None
+        raise click.BadParameter(f"cannot read {where}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise click.BadParameter(f"{where} is not UTF-8 text, as TOML must be (byte "
+                                 f"0x{e.object[e.start]:02x} at offset {e.start})") from None
     except tomllib.TOMLDecodeError as e:
-        raise click.BadParameter(f"{str(value)!r} is not valid TOML: {_first_line(str(e))}") from None
-    names = {p.name for p in ctx.command.params if p.name != "config"}
+        raise click.BadParameter(f"{where} is not valid TOML: {_first_line(str(e))}") from None
+    params = {p.name: p for p in ctx.command.params if p.name != "config"}
     defaults = {}
     for key, v in table.items():
         name = key.replace("-", "_")
-        if name not in names:
-            raise click.BadParameter(f"{str(value)!r}: unknown setting {key!r}")
-        defaults[name] = v
+        if name not in params:
+            raise click.BadParameter(f"{where}: unknown setting {key!r}")
+        defaults[name] = config_value(ctx, params[name], key, v, Path(value))
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
+
+
+# TOML's types (as tomllib gives them), for messages; bool before int (a bool is an int)
+_TOML_TYPES = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
+               (list, "an array"), (dict, "a table"))
+
+
+def config_value(ctx, param: click.Parameter, key: str, value, path: Path):
+    """The value of setting ``key`` of the --config file ``path`` for the option
+    ``param``, checked as the same value on the command line is (click's type and the
+    option's callback) with no coercion between TOML's types: an integer option takes
+    an integer (not 5.5, not true), a number option an integer or a float, a flag a
+    boolean, the others a string. A path is relative to the file's folder (so is
+    --tokenizer's, unless char or bpe). Raises click.BadParameter, one line naming the
+    key, the file and the type expected."""
+    t, opt = param.type, "/".join(param.opts + param.secondary_opts)
+    if getattr(param, "is_flag", False) or isinstance(t, click.types.BoolParamType):
+        ok, expected = isinstance(value, bool), "true or false"
+    elif isinstance(t, click.types.IntParamType):
+        ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(t, click.types.FloatParamType):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        expected = "a number"
+    elif isinstance(t, click.Choice):
+        ok, expected = isinstance(value, str), "one of " + ", ".join(map(repr, t.choices))
+    elif isinstance(t, click.Path):
+        ok, expected = isinstance(value, str), "a path (a string, relative to the config file)"
+    else:
+        ok, expected = isinstance(value, str), "a string"
+    shown = json.dumps(value, default=str, ensure_ascii=False)
+    where = f"{str(path)!r}: {key} = {shown}"
+    if not ok:
+        kind = next((n for cls, n in _TOML_TYPES if isinstance(value, cls)), "a date or time")
+        raise click.BadParameter(f"{where} is {kind}; {opt} takes {expected}")
+    if isinstance(t, click.Path) or (param.name == "tokenizer" and value not in ("char", "bpe")):
+        value = str(path.parent / value)
+    try:
+        value = param.type_cast_value(ctx, value)
+        return param.callback(ctx, param, value) if param.callback else value
+    except click.BadParameter as e:
+        raise click.BadParameter(f"{where}: {_first_line(e.message)}") from None
 
 
 _backend_opt = click.option(
@@ -397,8 +444,9 @@ about 1e-6)."""
               help="text: batches per split and evaluation.  [default: 20]")
 @click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=_load_config,
-              help="TOML file of option values (e.g. weight_decay = 0.1); the command line "
-                   "wins.")
+              help="TOML file of option values (e.g. weight_decay = 0.1), each of its option's "
+                   "type (an integer for --steps, a string for a path), paths relative to "
+                   "the file; the command line wins.")
 @click.option("--threads", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="c backend: split each batch over N CPU threads, one kernel context each "
                    "(use at most the cores; more than --batch-size is cut to it); their "
