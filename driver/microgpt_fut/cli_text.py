@@ -308,8 +308,10 @@ def iter_continuations(model: GPT2Model, vocab: Tokenizer, prompts: list[str], n
     """n samples of each prompt + max_new generated tokens (nanoGPT's sample.py), in
     prompt order, a device call's worth at a time (about pacing.CALL_SECONDS, at most
     SAMPLE_CHUNK samples). Sample j of prompt p draws from random stream p*n + j,
-    whatever the chunks; each is decoded as text (a byte-level BPE's last incomplete
-    character is left out). Raises ValueError for an empty prompt and DataError
+    whatever the chunks; each is the tokenizer's ``decode`` of the prompt's ids and the
+    new ones, as transformers decodes ``generate``'s output (a byte-level BPE's
+    incomplete character, even at the end, is U+FFFD). Raises ValueError for an empty
+    prompt and DataError
     for text the tokenizer cannot encode."""
     if any(not p for p in prompts):
         raise ValueError("--prompt is empty; give at least one character")
@@ -330,7 +332,7 @@ def iter_continuations(model: GPT2Model, vocab: Tokenizer, prompts: list[str], n
         out = []
         for i, row in enumerate(rows):
             p = (first + i) // n
-            out.append(prompts[p] + vocab.stream(ids[p]).push(row))
+            out.append(vocab.decode([*ids[p], *row]))
         first += k
         yield out
 
