@@ -193,3 +193,40 @@ def test_a_prompt_longer_than_the_context_gets_a_note(bpe_run):
     assert r.exit_code == 0, r.output
     assert r.stderr.startswith("note: --prompt 'O Romeo, Romeo! wherefore art ...' has ")
     assert "more than the model's context of 32: it sees the last 32" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    """A random GPT-2 folder with the small BPE's tokenizer."""
+    need("torch")
+    tok = small_bpe()
+    return save_hf_folder(tmp_path_factory.mktemp("hf") / "gpt2", random_hf_model(tok.size), tok)
+
+
+def test_messages_name_what_was_given_and_the_fix(hf_folder, bpe_run, text_file, tmp_path):
+    """Each refusal names the option the user gave and the one that fixes it (they used
+    to blame --data-format text or a directory, and not name --init-from or
+    --overwrite)."""
+    out = tmp_path / "x.safetensors"
+    r = run("train", "--arch", "microgpt", "--init-from", hf_folder, "--data", text_file,
+            "--out", out)
+    line = assert_one_line_error(r, "--arch microgpt conflicts with --init-from",
+                                 str(hf_folder), "leave --arch out")
+    assert "--data-format" not in line and r.exit_code == 2
+    r = run("train", "--resume", hf_folder, "--out", out)
+    assert_one_line_error(r, f"--resume {str(hf_folder)!r} is a Hugging Face model folder",
+                          f"--init-from {hf_folder}")
+    bare = tmp_path / "weights_only"
+    bare.mkdir()
+    (bare / "model.safetensors").write_bytes((hf_folder / "model.safetensors").read_bytes())
+    for args in (["sample", "--checkpoint", bare], ["train", "--init-from", bare, "--data",
+                                                    text_file, "--out", out]):
+        line = assert_one_line_error(run(*args), str(bare), "without config.json",
+                                     "nor a Hugging Face model folder")
+        assert "directory" not in line
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    r = run("export-hf", bpe_run, full)
+    assert_one_line_error(r, str(full), "not empty", "--overwrite")
+    assert [p.name for p in full.iterdir()] == ["keep.txt"] and not out.exists()

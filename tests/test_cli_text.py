@@ -145,7 +145,9 @@ def test_config_file(text_file, tmp_path):
     (["--block-size", "30000"], "has 20000 characters"),
     (["--val-fraction", "0.0001"], "validation split"),
     (["--threads", "2", "--backend", "multicore"], "--threads"),
-    (["--warmup-steps", "30"], "--lr-decay-steps"),
+    (["--warmup-steps", "30"], "--warmup-steps 30 must be less than --steps 24"),
+    (["--warmup-steps", "10", "--lr-decay-steps", "8"],
+     "--lr-decay-steps (8) must be larger than --warmup-steps (10)"),
     (["--min-lr", "1"], "--min-lr"),
 ])
 def test_bad_text_options_are_one_line_errors(text_file, tmp_path, extra, fragment):

@@ -225,7 +225,8 @@ def _check_file(path: Path) -> None:
     if not path.exists():
         raise CheckpointError(f"{where} does not exist (train one with `microgpt-fut train`)")
     if path.is_dir():
-        raise CheckpointError(f"{where} is a directory")
+        raise CheckpointError(f"{where} is a folder without config.json: neither a checkpoint "
+                              "file nor a Hugging Face model folder")
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:

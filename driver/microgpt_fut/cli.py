@@ -503,6 +503,10 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     if resume is not None and init_from is not None:
         raise _bad_option("--init-from starts a new run from a model's weights and --resume "
                           "continues a run: give one of them")
+    if resume is not None and hf.is_folder(resume):
+        raise _bad_option(f"--resume {str(resume)!r} is a Hugging Face model folder, which "
+                          "holds no training run to continue: start a run from its weights "
+                          f"with --init-from {shlex.quote(str(resume))}")
     text_run = data_format == "text" or arch == "gpt2"
     for source in (resume, init_from):
         if source is not None and not text_run:

@@ -96,10 +96,14 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
     """`train --data-format text`: a GPT-2 on the text with nanoGPT's recipe, evaluated
     every --eval-every steps, saved to --out with its loss curves beside it. ``world``:
     the MPI job (cli_mpi.py) whose ranks share each step's windows, or None."""
-    if o["arch"] != "gpt2" and ((o["resume"] is None and o["init_from"] is None)
-                                or "arch" in given):
-        raise _bad_option("--data-format text trains --arch gpt2 (microgpt's model trains on "
-                          "--data-format lines)")
+    source = next(((f"--{name.replace('_', '-')}", o[name]) for name in ("init_from", "resume")
+                   if o[name] is not None), None)
+    if o["arch"] != "gpt2" and source is None:
+        raise _bad_option(f"--data-format text trains --arch gpt2, not --arch {o['arch']} "
+                          "(microgpt's model trains on --data-format lines)")
+    if o["arch"] != "gpt2" and "arch" in given:
+        raise _bad_option(f"--arch {o['arch']} conflicts with {source[0]} {str(source[1])!r}, "
+                          "a gpt2 text model: leave --arch out (or give --arch gpt2)")
     resume, out = o["resume"], o["out"]
     ck = init = None
     if o["init_from"] is not None:
@@ -112,6 +116,11 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
             raise _bad_option("--data-format text needs --data FILE (a text file, e.g. "
                               "tinyshakespeare.txt)")
         settings = settings_from_options(o)
+        r = settings.recipe
+        if o["lr_decay_steps"] is None and r.warmup_steps >= r.lr_decay_steps:
+            raise _bad_option(f"--warmup-steps {r.warmup_steps} must be less than --steps "
+                              f"{o['steps']}, where the learning rate's decay ends (or give "
+                              "--lr-decay-steps beyond the warm-up)")
         try:
             settings.validate()
         except ValueError as e:
