@@ -62,6 +62,13 @@ def test_text_run_logs_saves_and_plots(text_file, tmp_path):
     assert not ck.config.bias
     assert ck.config.file_shapes() == R.hf_shapes(ck.config.vocab_size, 16, 2, 16, False)
     assert [e[0] for e in ck.evals] == [0, 8, 16, 24]
+    # the plain log's progress line labels its loss: the mean of the steps it names
+    line = re.search(r"^step 24 / 24 \| loss (\d+\.\d{4}) \(mean of steps (\d+)-24\) \| grad norm "
+                     r"(\d+\.\d{4}) \(step 24\) \| [\d,]+ tok/s$", r.output, re.M)
+    assert line, r.output
+    first = int(line.group(2))
+    assert float(line.group(1)) == pytest.approx(float(np.mean(ck.losses[first - 1:24])), abs=6e-5)
+    assert float(line.group(3)) == pytest.approx(float(ck.norms[-1]), abs=6e-5)
     # the last evaluation against the reference on the same batches
     from safetensors.numpy import load_file
     hf = {k: v.astype(np.float64) for k, v in load_file(out).items() if not k.startswith(("adam.", "train."))}
@@ -348,3 +355,58 @@ def test_config_file_not_utf8_and_paths_relative_to_it(text_file, tmp_path, monk
     assert r.exit_code == 0, r.output
     assert ckpt.load(folder / "m.safetensors").train["data_path"] == str(folder / "t.txt")
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640)])
+def test_loss_curves_follow_the_umask_as_the_checkpoint(text_file, tmp_path, umask, mode):
+    """NAME.losses.csv and .png get the mode a plain open() gives under the umask, as the
+    checkpoint does (they used to be 0600, mkstemp's)."""
+    import os
+
+    out = tmp_path / "m.safetensors"
+    old = os.umask(umask)
+    try:
+        r = run_cli(*train_args(text_file, out, "--steps", "4"))
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.output
+    for path in (out, out.with_suffix(".losses.csv"), out.with_suffix(".losses.png")):
+        assert path.stat().st_mode & 0o777 == mode == 0o666 & ~umask, path
+
+
+def test_exit_status_2_for_the_options_1_for_the_rest(text_file, tmp_path):
+    """click's convention, one rule: status 2 when the options are wrong (a value out of
+    range, or one the data, checkpoint or model given cannot serve), 1 when a file
+    cannot be used or the run fails. --val-fraction 1, --vocab-size 100 and a prompt
+    character outside the vocabulary used to give 1."""
+    out = tmp_path / "m.safetensors"
+    usage = [
+        (train_args(text_file, out, "--val-fraction", "1"), "--val-fraction"),
+        (train_args(text_file, out, "--tokenizer", "bpe", "--vocab-size", "100"),
+         "--vocab-size 100 is too small for --tokenizer bpe: at least 257"),
+        (train_args(text_file, out, "--block-size", "30000"), "--block-size 30000"),
+        (["train", "--steps", "0"], "--steps"),
+    ]
+    for args, fragment in usage:
+        r = run_cli(*args)
+        assert_one_line_error(r, fragment)
+        assert r.exit_code == 2, (args, r.stderr)
+    assert run_cli(*train_args(text_file, out, "--steps", "2")).exit_code == 0
+    r = run_cli("sample", "--checkpoint", out, "--prompt", "ROMEO€")
+    assert_one_line_error(r, "--prompt", "U+20AC")
+    assert r.exit_code == 2
+    for args, fragment in [(train_args(tmp_path / "none.txt", tmp_path / "x.safetensors"),
+                            "does not exist"),
+                           (["sample", "--checkpoint", tmp_path / "none.safetensors"],
+                            "does not exist")]:
+        r = run_cli(*args)
+        assert_one_line_error(r, fragment)
+        assert r.exit_code == 1, (args, r.stderr)
+
+
+def test_sample_help_counts_tokens_not_characters():
+    r = run_cli("sample", "--help")
+    text = " ".join(r.output.split())
+    assert r.exit_code == 0 and "--max-new-tokens" in text
+    assert "tokens to generate after the prompt" in text
+    assert "characters to generate" not in text

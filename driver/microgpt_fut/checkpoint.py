@@ -187,6 +187,24 @@ def save(path: str | Path, ck: Checkpoint) -> None:
     from safetensors.numpy import save as st_save
 
     data = st_save(tensors, metadata=_metadata(ck))
+    try:
+        replace_file(path, data)
+    except OSError as e:
+        raise CheckpointError(f"cannot write checkpoint {str(path)!r}: "
+                              f"{e.strerror or e}") from None
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write data to path atomically (checkpoints, and the loss curves beside them).
+
+    The bytes go to a temporary file in the same folder, with the mode a plain
+    open() would give a new file (the umask's) or the existing file's, which is
+    flushed, fsync'ed and then renamed over path (os.replace); the folder is
+    fsync'ed too where possible. On any error the temporary file is removed, the
+    previous file at path is left as it was, and the OSError is raised. A second
+    Ctrl-C during the write removes the temporary file (interrupt.PARTIAL_FILES).
+    """
+    path = Path(path)
     tmp = name = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -207,9 +225,6 @@ def save(path: str | Path, ck: Checkpoint) -> None:
                 os.close(dfd)
         except OSError:
             pass
-    except OSError as e:
-        raise CheckpointError(f"cannot write checkpoint {str(path)!r}: "
-                              f"{e.strerror or e}") from None
     finally:
         if tmp is not None:
             try:

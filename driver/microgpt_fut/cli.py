@@ -1,7 +1,12 @@
 """The command line: ``microgpt-fut train | sample | devices``.
 
-Every error the user can cause is reported as one line ``Error: ...`` on stderr
-with a non-zero exit status (2 for bad options, 1 otherwise), never a traceback.
+Every error the user can cause is reported as one line ``Error: ...`` on stderr,
+never a traceback, with click's exit statuses: 2 for a usage error (an option's
+value out of its range, a --config value of the wrong type, or options that cannot
+go together: with each other, or with the data, checkpoint or model they name; the
+line names the option to change), 1 for the rest (a file missing, unreadable or
+unusable, a run that fails). A signal that stops a run gives 128 + its number, a
+closed stdout 141 (SIGPIPE's).
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from click.core import ParameterSource
 from . import checkpoint as ckpt
 from . import hf, memory
 from . import resume as resume_rules
-from .data import DataError, Vocab, load_data
+from .data import DataError, OptionConflict, Vocab, load_data
 from .data_parallel import DataParallelModel, runtimes
 from .interrupt import is_stdout_closed, stdout_closed, stop_on_signals
 from .model import GPTConfig, Model
@@ -117,6 +122,8 @@ def _user_errors():
         yield
     except click.exceptions.Exit:  # a RuntimeError too, but an exit status, not an error
         raise
+    except OptionConflict as e:  # the options, not the files: a usage error
+        raise _bad_option(_first_line(str(e))) from None
     except (BackendError, DataError, ckpt.CheckpointError, ValueError) as e:
         raise click.ClickException(_first_line(str(e))) from None
     except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
@@ -414,7 +421,8 @@ about 1e-6)."""
                                       "whole file as one character stream (--arch gpt2).")
 @click.option("--bias/--no-bias", default=True, show_default=True,
               help="gpt2: biases in the linear layers and LayerNorms (nanoGPT's bias).")
-@click.option("--val-fraction", type=float, default=0.1, show_default=True,
+@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
+              show_default=True,
               help="text: the last fraction of the text held out for validation (0: none; "
                    "the run then evaluates the training split only).")
 @click.option("--tokenizer", default=None, metavar="char|bpe|PATH",
@@ -717,8 +725,9 @@ def _train_and_save(run: Training, out: Path | None, save_every: int | None, say
         if after_save is not None:
             after_save()
 
-    def progress(step, total, loss, rate):
-        say(f"step {step:{len(str(total))}d} / {total} | loss {loss:.4f} | {rate:,.0f} tok/s")
+    def progress(step, total, loss, rate, first):
+        say(f"step {step:{len(str(total))}d} / {total} | {mean_loss(loss, first, step)} | "
+            f"{rate:,.0f} tok/s")
 
     if advance is None:
         def advance(until, should_stop):
@@ -761,6 +770,12 @@ def _train_and_save(run: Training, out: Path | None, save_every: int | None, say
     return stop if stop() else None
 
 
+def mean_loss(loss: float, first: int, step: int) -> str:
+    """A progress line's loss, labelled with the steps it is the mean of."""
+    return (f"loss {loss:.4f} (step {step})" if first >= step else
+            f"loss {loss:.4f} (mean of steps {first}-{step})")
+
+
 def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> None:
     """After a signal stopped a run (its checkpoint saved): say so on stderr and exit
     with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129;
@@ -792,7 +807,9 @@ def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) ->
               help="Text models: the text to continue; give it several times for several "
                    "prompts, continued together (-n samples of each).  [default: a newline]")
 @click.option("--max-new-tokens", type=_INT, default=500, show_default=True,
-              help="Text models: characters to generate after the prompt.")
+              help="Text models: tokens to generate after the prompt (characters for a "
+                   "character vocabulary; a byte-level BPE's tokens are bytes and merges of "
+                   "them).")
 @click.option("--top-k", type=click.IntRange(0, _INT_MAX), default=0, show_default=True,
               help="Text models: draw only from the k likeliest tokens (0: all).")
 @_backend_opt

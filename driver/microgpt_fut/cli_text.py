@@ -24,9 +24,9 @@ from .data_parallel import DataParallelGPT2, runtimes
 from .gpt2 import GPT2Config, GPT2Model, Recipe
 from .pacing import CallPacer
 from .sample_output import print_samples
-from .data import read_text
+from .data import DataError, read_text
 from .text import CharVocab, load_text
-from .tokenizer import Tokenizer, load_tokenizer, train_bpe
+from .tokenizer import BPE_MIN_VOCAB, Tokenizer, load_tokenizer, train_bpe
 from .text_training import TextSettings, TextTraining
 
 # Options of text runs (click's names) that the checkpoint fixes when resuming.
@@ -254,6 +254,9 @@ def _new_tokenizer(o: dict, data_path: Path, encoding: str, val_fraction: float)
     if choice == "bpe":
         if o["vocab_size"] is None:
             raise _bad_option("--tokenizer bpe needs --vocab-size N (e.g. 1024; GPT-2 has 50257)")
+        if o["vocab_size"] < BPE_MIN_VOCAB:
+            raise _bad_option(f"--vocab-size {o['vocab_size']} is too small for --tokenizer bpe: "
+                              f"at least {BPE_MIN_VOCAB} (its 256 bytes and <|endoftext|>)")
         text = read_text(data_path, encoding)
         # train on the training split only (the text's first 1 - val_fraction)
         return train_bpe(text[:int(len(text) * (1 - val_fraction))], o["vocab_size"])
@@ -274,13 +277,13 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
     write = bar.write if bar is not None else say
     title = f"{Path(run.data.path).name}: gpt2 {run.model.config.num_params() / 1e6:.2f}M params"
 
-    def progress(step, total, loss, norm, rate):
+    def progress(step, total, loss, norm, rate, first):
         if bar is not None:
             bar.update(step - bar.n)
             bar.set_postfix_str(f"loss {loss:.4f} | norm {norm:.2f} | {rate:,.0f} tok/s")
         else:
-            say(f"step {step:{len(str(total))}d} / {total} | loss {loss:.4f} | "
-                f"grad norm {norm:.4f} | {rate:,.0f} tok/s")
+            say(f"step {step:{len(str(total))}d} / {total} | {_cli.mean_loss(loss, first, step)} "
+                f"| grad norm {norm:.4f} (step {step}) | {rate:,.0f} tok/s")
 
     def on_eval(step, train_loss, val_loss):
         write(_eval_line(step, train_loss, val_loss))
@@ -364,8 +367,10 @@ def sample(ck: ckpt.Checkpoint, o: dict) -> None:
     vocab = ck.text_tokenizer()
     if any(not p for p in prompts):
         raise _bad_option("--prompt is empty; give at least one character")
-    with _user_errors():  # before the backend starts
+    try:  # before the backend starts; a prompt the model cannot read is a usage error
         lengths = [len(vocab.encode(p, "--prompt")) for p in prompts]
+    except DataError as e:
+        raise _bad_option(str(e)) from None
     T = ck.config.block_size
     for p, length in zip(prompts, lengths):
         if length > T:

@@ -5,17 +5,18 @@ eval columns are filled at evaluation steps, and step 0 holds only the first
 evaluation; a run without a validation split, ``--val-fraction 0``, has no
 ``eval_val`` column); the PNG plots the per-step training loss and the evaluations'
 train and validation losses against the step (matplotlib). Both are written
-atomically (temporary file, then rename), as checkpoints are.
+atomically, with the mode the umask gives, as checkpoints are
+(checkpoint.replace_file).
 """
 from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from .checkpoint import replace_file
 
 
 HEADER = ["step", "loss", "grad_norm", "eval_train", "eval_val"]
@@ -40,17 +41,6 @@ def check_writable(out: Path) -> None:
         if first not in (",".join(HEADER), ",".join(HEADER[:-1])):
             raise ValueError(f"{str(csv_path)!r} exists and is not a loss CSV of microgpt-fut: "
                              "refusing to overwrite it (move it away or choose another --out)")
-
-
-def _replace(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def csv_bytes(losses: np.ndarray, norms: np.ndarray, evals: list, val: bool = True) -> bytes:
@@ -103,5 +93,5 @@ def write(out: Path, losses: np.ndarray, norms: np.ndarray, evals: list, title: 
     """Write both files beside ``out`` (OSError when the folder is not writable);
     ``val`` as in ``csv_bytes``."""
     csv_path, png_path = paths(out)
-    _replace(csv_path, csv_bytes(losses, norms, evals, val))
-    _replace(png_path, png_bytes(losses, evals, title))
+    replace_file(csv_path, csv_bytes(losses, norms, evals, val))
+    replace_file(png_path, png_bytes(losses, evals, title))

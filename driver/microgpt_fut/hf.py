@@ -76,7 +76,8 @@ def _where(folder: Path) -> str:
 def _int(cfg: dict, key: str, where: str) -> int:
     v = cfg.get(key, HF_DEFAULTS.get(key))
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise HFError(f"{where}: config.json {key!r} must be a positive integer, got {v!r}")
+        raise HFError(f"{where}: config.json {key!r} must be a positive integer, got "
+                      f"{json.dumps(v)}")
     return v
 
 
@@ -105,22 +106,23 @@ def read_config(folder: str | Path) -> GPT2Config:
         msg = getattr(e, "strerror", None) or str(e).splitlines()[0] or type(e).__name__
         raise HFError(f"{where}: cannot read config.json: {msg}") from None
     if cfg.get("model_type") != "gpt2":
-        raise HFError(f"{where}: config.json 'model_type' is {cfg.get('model_type')!r}; "
-                      "only 'gpt2' models load")
+        raise HFError(f"{where}: config.json 'model_type' is {json.dumps(cfg.get('model_type'))}; "
+                      'only "gpt2" models load')
     get = lambda k: cfg.get(k, HF_DEFAULTS[k])  # noqa: E731
     act = get("activation_function")
     if act not in ACTIVATIONS:
-        raise HFError(f"{where}: config.json 'activation_function' {act!r} is not supported "
-                      f"(the kernels compute GELU's tanh form: {', '.join(ACTIVATIONS)})")
+        raise HFError(f"{where}: config.json 'activation_function' {json.dumps(act)} is not "
+                      f"supported (the kernels compute GELU's tanh form: "
+                      f"{', '.join(map(json.dumps, ACTIVATIONS))})")
     eps = get("layer_norm_epsilon")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or abs(eps - EPS) > 1e-12:
-        raise HFError(f"{where}: config.json 'layer_norm_epsilon' {eps!r} is not supported "
-                      f"(the kernels' LayerNorm uses {EPS})")
+        raise HFError(f"{where}: config.json 'layer_norm_epsilon' {json.dumps(eps)} is not "
+                      f"supported (the kernels' LayerNorm uses {json.dumps(EPS)})")
     for key, need in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
                       ("add_cross_attention", False)):
         if bool(get(key)) != need:
-            raise HFError(f"{where}: config.json {key!r} {get(key)!r} is not supported "
-                          f"(the kernels' attention needs {str(need).lower()})")
+            raise HFError(f"{where}: config.json {key!r} {json.dumps(get(key))} is not "
+                          f"supported (the kernels' attention needs {json.dumps(need)})")
     sizes = {k: _int(cfg, k, where) for k in ("vocab_size", "n_positions", "n_embd", "n_layer",
                                                "n_head")}
     inner = cfg.get("n_inner")

@@ -111,8 +111,9 @@ class TextSettings:
                    threads)
 
 
-# progress(step, num_steps, mean loss since the last report, gradient norm, tokens/s)
-Progress = Callable[[int, int, float, float, float], None]
+# progress(step, num_steps, mean loss of steps first..step, the gradient norm of step, tokens/s
+# over them, first): first is the step after the previous report (or after where ``run`` started)
+Progress = Callable[[int, int, float, float, float, int], None]
 # on_eval(step, train loss, val loss or nan)
 OnEval = Callable[[int, float, float], None]
 
@@ -282,7 +283,8 @@ class TextTraining(CheckedRun):
                                          or self.step == until):
                 now = time.perf_counter()
                 progress(self.step, s.num_steps, float(np.mean(self.losses[last_step:])),
-                         float(self.norms[-1]), (self.positions - last_pos) / max(now - last_t, 1e-9))
+                         float(self.norms[-1]), (self.positions - last_pos) / max(now - last_t, 1e-9),
+                         last_step + 1)
                 last_t, last_step, last_pos = now, self.step, self.positions
             if self._due_eval(self.step):
                 # the last evaluation is never abandoned: no later run would do it

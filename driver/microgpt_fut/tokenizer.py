@@ -29,6 +29,7 @@ from .data import DataError
 # GPT-2's one special token (end of text); train_bpe gives it the last id, as GPT-2's 50256.
 EOT = "<|endoftext|>"
 CHAR_KIND = "char"
+BPE_MIN_VOCAB = 257  # a byte-level BPE's 256 byte symbols and <|endoftext|>
 
 
 class Tokenizer(ABC):
@@ -208,7 +209,7 @@ def train_bpe(text: str, vocab_size: int) -> HFTokenizer:
     """
     from tokenizers import AddedToken, Tokenizer as HFTok, models, pre_tokenizers, trainers
 
-    if vocab_size < 257:
+    if vocab_size < BPE_MIN_VOCAB:
         raise ValueError(f"--vocab-size must be at least 257 (256 bytes and {EOT}), "
                          f"got {vocab_size}")
     tok = HFTok(models.BPE())

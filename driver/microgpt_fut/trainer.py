@@ -103,8 +103,9 @@ def uses_host_state(contexts: int, exchange: Exchange | None) -> bool:
     return contexts > 1 or (exchange is not None and exchange.size > 1)
 
 
-# progress(step, num_steps, mean loss since the last report, tokens per second since then)
-Progress = Callable[[int, int, float, float], None]
+# progress(step, num_steps, mean loss of steps first..step, tokens per second over them, first):
+# first is the step after the previous report (or after where this ``run`` started)
+Progress = Callable[[int, int, float, float, int], None]
 
 
 class CheckedRun:
@@ -365,7 +366,7 @@ class Training(CheckedRun):
                 now = time.perf_counter()
                 rate = (self.positions - last_pos) / max(now - last_t, 1e-9)
                 progress(self.step, self.settings.num_steps,
-                         float(np.mean(self._losses[last_step:self.step])), rate)
+                         float(np.mean(self._losses[last_step:self.step])), rate, last_step + 1)
                 last_t, last_step, last_pos = now, self.step, self.positions
             if should_stop is not None and should_stop():
                 break
