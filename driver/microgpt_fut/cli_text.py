@@ -22,6 +22,7 @@ from . import cli as _cli
 from .cli import _bad_option, _check_out, _runtime, _user_errors
 from .data_parallel import DataParallelGPT2, runtimes
 from .gpt2 import GPT2Config, GPT2Model, Recipe
+from .interrupt import stdout_closed
 from .pacing import CallPacer
 from .sample_output import print_samples
 from .data import DataError, read_text
@@ -274,7 +275,16 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
         from tqdm import tqdm
         bar = tqdm(total=run.num_steps, initial=run.step, unit="step", dynamic_ncols=True,
                    file=sys.stderr)
-    write = bar.write if bar is not None else say
+    def write(message: str) -> None:
+        """A line on stdout, above the bar when there is one (tqdm.write prints to
+        stdout): a closed stdout stops the run as in cli's say."""
+        if bar is None:
+            return say(message)
+        try:
+            bar.write(message)
+        except BrokenPipeError:
+            stdout_closed()
+
     title = f"{Path(run.data.path).name}: gpt2 {run.model.config.num_params() / 1e6:.2f}M params"
 
     def progress(step, total, loss, norm, rate, first):
