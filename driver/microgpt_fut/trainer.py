@@ -174,9 +174,11 @@ class CheckedRun:
             for _ in range(k):  # the bad call, one step at a time
                 self.model.state = state
                 loss = float(self.replay(step, 1)[0])
-                what = (f"the loss is {loss}" if not math.isfinite(loss) else None
-                        if self.model.finite() else
-                        "its update made a parameter or an Adam moment infinite or NaN")
+                what = None
+                if not math.isfinite(loss):
+                    what = f"the loss is {loss}"
+                elif not self.model.finite():
+                    what = "its update made a parameter or an Adam moment infinite or NaN"
                 if what is not None:
                     ranks = bad_ranks(self.model)
                     self.model.state = state
