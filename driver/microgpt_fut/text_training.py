@@ -289,6 +289,8 @@ class TextTraining(CheckedRun):
             if self._due_eval(self.step):
                 # the last evaluation is never abandoned: no later run would do it
                 result = self.evaluate(None if self.done else should_stop)
+                if result is not None and not math.isfinite(result[0]):
+                    raise self.diverged(self.step)  # the state broke: find the step
                 if result is not None and on_eval:
                     on_eval(self.step, *result)
             if should_stop is not None and should_stop():
