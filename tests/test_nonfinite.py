@@ -225,3 +225,14 @@ def test_hf_folder_with_nan_is_refused(text_checkpoint, tmp_path):
     _with_nan(weights, weights, "transformer.ln_f.weight")
     r = run_cli("sample", "--checkpoint", folder, "-n", "1", "--max-new-tokens", "2")
     assert_one_line_error(r, str(folder), "'ln_f.weight'", "NaN or infinite")
+
+
+def test_export_folder_refuses_non_finite_weights(text_checkpoint, tmp_path):
+    from microgpt_fut import hf
+
+    ck = ckpt.load(text_checkpoint, adam=False)
+    ck.params = {k: a.copy() for k, a in ck.params.items()}
+    ck.params["ln_f_w"][0] = np.nan
+    with pytest.raises(hf.HFError, match="'ln_f_w' holds NaN"):
+        hf.export_folder(ck, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
