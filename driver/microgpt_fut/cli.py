@@ -32,7 +32,7 @@ from .interrupt import is_stdout_closed, stdout_closed, stop_on_signals
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
 from .sample_output import print_samples
-from .trainer import Diverged, Training, TrainSettings, iter_names
+from .trainer import Training, TrainSettings, iter_names
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Integer options: the kernels take 64-bit integers, so larger values are refused by
