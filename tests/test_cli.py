@@ -46,7 +46,12 @@ def test_train_prints_progress_loss_and_samples(trained):
     text = result.stdout
     assert out.is_file()
     assert f"data: {data}: 300 documents" in text
-    assert re.search(r"^step 30 / 30 \| loss \d+\.\d{4} \| [\d,]+ tok/s$", text, re.M)
+    line = re.search(r"^step 30 / 30 \| loss (\d+\.\d{4}) \(mean of steps 1-30\) \| [\d,]+ "
+                     r"tok/s$", text, re.M)
+    assert line, text
+    # the label says what it is: the mean of those steps' losses, as the checkpoint has them
+    losses = ckpt.load(out).losses
+    assert float(line.group(1)) == pytest.approx(float(np.mean(losses[:30])), abs=6e-5)
     assert re.search(r"^mean loss of the last 30 steps: \d+\.\d{4}$", text, re.M)
     assert "--- inference (new, hallucinated names) ---" in text
     lines = [ln for ln in text.splitlines() if SAMPLE_RE.fullmatch(ln)]

@@ -111,7 +111,47 @@ def test_sample_a_hf_folder_equals_transformers_generate(tmp_path, backend):
         with torch.no_grad():
             out = model.generate(torch.tensor(ids[None]), max_new_tokens=12, do_sample=False,
                                  pad_token_id=0)[0, len(ids):].numpy()
-        assert text == prompt + tok.stream(ids).push(out)
+        assert text == reference_decode(tok, [*ids, *out])
+
+
+def reference_decode(tok, ids) -> str:
+    """GPT-2's own decode (tests/reference_bpe.py) of ids, from tok's vocab.json and
+    merges.txt."""
+    import tempfile
+    from pathlib import Path
+
+    from reference_bpe import ReferenceBPE
+
+    vocab, merges = tok.vocab_merges()
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "vocab.json").write_text(vocab, encoding="utf-8")
+        (Path(d) / "merges.txt").write_text(merges, encoding="utf-8")
+        return ReferenceBPE(Path(d) / "vocab.json", Path(d) / "merges.txt").decode(ids)
+
+
+def test_sample_prints_the_decoded_tail_of_an_incomplete_character(tmp_path):
+    """Greedy `sample --plain` of a byte-level BPE model, prompt "Café 🎉", as many new
+    tokens as end inside a character: the text is the decode of all the ids, U+FFFD
+    included, as transformers' generate + decode gives (it used to print the prompt
+    alone, holding the incomplete tail back)."""
+    torch = need("torch")
+    need_backend("c")
+    tok = small_bpe()
+    model = random_hf_model(tok.size, seed=3)  # its tokens are mostly lone bytes (>= 0x80)
+    folder = save_hf_folder(tmp_path / "hf", model, tok)
+    prompt = "Café 🎉"
+    ids = tok.encode(prompt, "prompt")
+    with torch.no_grad():
+        new = model.generate(torch.tensor(ids[None]), max_new_tokens=20, do_sample=False,
+                             pad_token_id=0)[0, len(ids):].numpy()
+    texts = [reference_decode(tok, [*ids, *new[:k]]) for k in range(len(new) + 1)]
+    cut = [k for k, t in enumerate(texts) if t.endswith("\ufffd")]
+    assert cut, "the model's continuation never ends inside a character: pick another seed"
+    for k in (cut[0], cut[-1], len(new)):
+        r = run("sample", "--checkpoint", folder, "--prompt", prompt, "--max-new-tokens", k,
+                "--temperature", 0, "--plain")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout) == texts[k]
 
 
 def test_init_from_a_hf_folder_fine_tunes(tmp_path, text_file):
@@ -153,3 +193,40 @@ def test_a_prompt_longer_than_the_context_gets_a_note(bpe_run):
     assert r.exit_code == 0, r.output
     assert r.stderr.startswith("note: --prompt 'O Romeo, Romeo! wherefore art ...' has ")
     assert "more than the model's context of 32: it sees the last 32" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    """A random GPT-2 folder with the small BPE's tokenizer."""
+    need("torch")
+    tok = small_bpe()
+    return save_hf_folder(tmp_path_factory.mktemp("hf") / "gpt2", random_hf_model(tok.size), tok)
+
+
+def test_messages_name_what_was_given_and_the_fix(hf_folder, bpe_run, text_file, tmp_path):
+    """Each refusal names the option the user gave and the one that fixes it (they used
+    to blame --data-format text or a directory, and not name --init-from or
+    --overwrite)."""
+    out = tmp_path / "x.safetensors"
+    r = run("train", "--arch", "microgpt", "--init-from", hf_folder, "--data", text_file,
+            "--out", out)
+    line = assert_one_line_error(r, "--arch microgpt conflicts with --init-from",
+                                 str(hf_folder), "leave --arch out")
+    assert "--data-format" not in line and r.exit_code == 2
+    r = run("train", "--resume", hf_folder, "--out", out)
+    assert_one_line_error(r, f"--resume {str(hf_folder)!r} is a Hugging Face model folder",
+                          f"--init-from {hf_folder}")
+    bare = tmp_path / "weights_only"
+    bare.mkdir()
+    (bare / "model.safetensors").write_bytes((hf_folder / "model.safetensors").read_bytes())
+    for args in (["sample", "--checkpoint", bare], ["train", "--init-from", bare, "--data",
+                                                    text_file, "--out", out]):
+        line = assert_one_line_error(run(*args), str(bare), "without config.json",
+                                     "nor a Hugging Face model folder")
+        assert "directory" not in line
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    r = run("export-hf", bpe_run, full)
+    assert_one_line_error(r, str(full), "not empty", "--overwrite")
+    assert [p.name for p in full.iterdir()] == ["keep.txt"] and not out.exists()

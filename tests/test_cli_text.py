@@ -62,6 +62,13 @@ def test_text_run_logs_saves_and_plots(text_file, tmp_path):
     assert not ck.config.bias
     assert ck.config.file_shapes() == R.hf_shapes(ck.config.vocab_size, 16, 2, 16, False)
     assert [e[0] for e in ck.evals] == [0, 8, 16, 24]
+    # the plain log's progress line labels its loss: the mean of the steps it names
+    line = re.search(r"^step 24 / 24 \| loss (\d+\.\d{4}) \(mean of steps (\d+)-24\) \| grad norm "
+                     r"(\d+\.\d{4}) \(step 24\) \| [\d,]+ tok/s$", r.output, re.M)
+    assert line, r.output
+    first = int(line.group(2))
+    assert float(line.group(1)) == pytest.approx(float(np.mean(ck.losses[first - 1:24])), abs=6e-5)
+    assert float(line.group(3)) == pytest.approx(float(ck.norms[-1]), abs=6e-5)
     # the last evaluation against the reference on the same batches
     from safetensors.numpy import load_file
     hf = {k: v.astype(np.float64) for k, v in load_file(out).items() if not k.startswith(("adam.", "train."))}
@@ -145,7 +152,9 @@ def test_config_file(text_file, tmp_path):
     (["--block-size", "30000"], "has 20000 characters"),
     (["--val-fraction", "0.0001"], "validation split"),
     (["--threads", "2", "--backend", "multicore"], "--threads"),
-    (["--warmup-steps", "30"], "--lr-decay-steps"),
+    (["--warmup-steps", "30"], "--warmup-steps 30 must be less than --steps 24"),
+    (["--warmup-steps", "10", "--lr-decay-steps", "8"],
+     "--lr-decay-steps (8) must be larger than --warmup-steps (10)"),
     (["--min-lr", "1"], "--min-lr"),
 ])
 def test_bad_text_options_are_one_line_errors(text_file, tmp_path, extra, fragment):
@@ -183,10 +192,10 @@ def test_nan_stops_the_run_at_its_first_bad_step(text_file):
     data = load_text(text_file, 16)
     settings = TextSettings(10, 2, Recipe(lr=1e-3, min_lr=1e-4, warmup_steps=1, lr_decay_steps=10),
                             eval_every=5, eval_iters=1)
-    run = TextTraining.start(rt, data, settings, GPT2Config(data.vocab.size, 16, 2, 1, 16))
-    params = run.model.params()
+    config = GPT2Config(data.vocab.size, 16, 2, 1, 16)
+    params = GPT2Model.init(rt, config, 42).params()
     params["wte"][3, 0] = np.inf
-    run.model = GPT2Model.from_arrays(rt, run.model.config, params)
+    run = TextTraining.start(rt, data, settings, config, params)
     with pytest.raises(Diverged, match="step 1 of 10"):
         run.run()
     assert run.step == 0 and run.model.step() == 0 and len(run.losses) == 0
@@ -268,3 +277,136 @@ def test_another_runs_checkpoint_is_never_overwritten(text_file, tmp_path):
     r = run_cli(*train_args(text_file, out, "--steps", "8", "--overwrite"))
     assert r.exit_code == 0, r.output
     assert ckpt.load(out).step == 8
+
+
+def test_val_fraction_0_runs_without_validation(text_file, tmp_path):
+    """--val-fraction 0: no validation split, so no val loss anywhere: the log's
+    evaluation lines hold the train loss alone, the CSV has no eval_val column, and the
+    checkpoint's evals are strict JSON (null, never NaN); --resume reads them back."""
+    import json
+
+    out = tmp_path / "m.safetensors"
+    r = run_cli(*train_args(text_file, out, "--val-fraction", "0"))
+    assert r.exit_code == 0, r.output
+    assert "nan" not in r.output.lower() and "val loss" not in r.output
+    assert re.findall(r"^step (\d+): train loss \d+\.\d{4}$", r.output, re.M) == \
+        ["0", "8", "16", "24"]
+    assert "final: step 24: train loss " in r.output
+
+    def no_constants(name):
+        raise ValueError(f"not JSON: {name}")
+
+    from safetensors import safe_open
+    with safe_open(str(out), "np") as f:
+        evals = json.loads(f.metadata()["evals"], parse_constant=no_constants)
+    assert [e[0] for e in evals] == [0, 8, 16, 24] and all(e[2] is None for e in evals)
+    assert all(isinstance(e[1], float) and np.isfinite(e[1]) for e in evals)
+    text = out.with_suffix(".losses.csv").read_text()
+    assert text.splitlines()[0] == "step,loss,grad_norm,eval_train" and "nan" not in text
+    ck = ckpt.load(out)
+    assert np.isnan([e[2] for e in ck.evals]).all()
+    r = run_cli("train", "--resume", out, "--steps", "24", "--samples", "0")
+    assert r.exit_code == 0 and "nan" not in r.output.lower(), r.output
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("steps = [1, 2]", "steps = [1, 2] is an array; --steps takes an integer"),
+    ("steps = {a = 1}", 'steps = {"a": 1} is a table; --steps takes an integer'),
+    ("data = 5", "data = 5 is an integer; --data takes a path"),
+    ("steps = 5.5", "steps = 5.5 is a float; --steps takes an integer"),
+    ("seed = 1.5", "seed = 1.5 is a float; --seed takes an integer"),
+    ("steps = true", "steps = true is a boolean; --steps takes an integer"),
+    ("lr = true", "lr = true is a boolean; --lr takes a number"),
+    ("bias = 1", "bias = 1 is an integer; --bias/--no-bias takes true or false"),
+    ("arch = 2", "arch = 2 is an integer; --arch takes one of 'microgpt', 'gpt2'"),
+    ("steps = 0", "steps = 0: must be at least 1, got 0"),
+    ("lr = -1", "lr = -1: must be a positive number"),
+    ("seed = -3", "seed = -3:"),
+])
+def test_config_values_are_checked_as_on_the_command_line(tmp_path, line, fragment):
+    """A --config value of the wrong TOML type is one line naming the key, the file and
+    the type expected (it used to end in a traceback, or be coerced: 5.5 -> 5 steps,
+    true -> 1 step or lr 1.0); a value of the right type passes click's checks of the
+    same option. Usage errors: status 2."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(line + "\n")
+    r = run_cli("train", "--config", cfg, "--samples", "0", "--out", tmp_path / "m.safetensors")
+    assert_one_line_error(r, repr(str(cfg)), fragment)
+    assert r.exit_code == 2 and not (tmp_path / "m.safetensors").exists()
+
+
+def test_config_file_not_utf8_and_paths_relative_to_it(text_file, tmp_path, monkeypatch):
+    """A config file with a byte that is not UTF-8 is one line; paths in a config file
+    are relative to its folder, not to the working folder."""
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"steps = 5\n\xff\n")
+    assert_one_line_error(run_cli("train", "--config", bad), repr(str(bad)), "not UTF-8",
+                          "0xff")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "t.txt").write_text(text_file.read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "c.toml").write_text('data = "t.txt"\nout = "m.safetensors"\narch = "gpt2"\n'
+                                   'data_format = "text"\nsteps = 2\nsamples = 0\n'
+                                   'n_embd = 16\nn_layer = 1\nblock_size = 16\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    r = run_cli("train", "--config", folder / "c.toml")
+    assert r.exit_code == 0, r.output
+    assert ckpt.load(folder / "m.safetensors").train["data_path"] == str(folder / "t.txt")
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640)])
+def test_loss_curves_follow_the_umask_as_the_checkpoint(text_file, tmp_path, umask, mode):
+    """NAME.losses.csv and .png get the mode a plain open() gives under the umask, as the
+    checkpoint does (they used to be 0600, mkstemp's)."""
+    import os
+
+    out = tmp_path / "m.safetensors"
+    old = os.umask(umask)
+    try:
+        r = run_cli(*train_args(text_file, out, "--steps", "4"))
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.output
+    for path in (out, out.with_suffix(".losses.csv"), out.with_suffix(".losses.png")):
+        assert path.stat().st_mode & 0o777 == mode == 0o666 & ~umask, path
+
+
+def test_exit_status_2_for_the_options_1_for_the_rest(text_file, tmp_path):
+    """click's convention, one rule: status 2 when the options are wrong (a value out of
+    range, or one the data, checkpoint or model given cannot serve), 1 when a file
+    cannot be used or the run fails. --val-fraction 1, --vocab-size 100 and a prompt
+    character outside the vocabulary used to give 1."""
+    out = tmp_path / "m.safetensors"
+    usage = [
+        (train_args(text_file, out, "--val-fraction", "1"), "--val-fraction"),
+        (train_args(text_file, out, "--tokenizer", "bpe", "--vocab-size", "100"),
+         "--vocab-size 100 is too small for --tokenizer bpe: at least 257"),
+        (train_args(text_file, out, "--block-size", "30000"), "--block-size 30000"),
+        (["train", "--steps", "0"], "--steps"),
+    ]
+    for args, fragment in usage:
+        r = run_cli(*args)
+        assert_one_line_error(r, fragment)
+        assert r.exit_code == 2, (args, r.stderr)
+    assert run_cli(*train_args(text_file, out, "--steps", "2")).exit_code == 0
+    r = run_cli("sample", "--checkpoint", out, "--prompt", "ROMEO€")
+    assert_one_line_error(r, "--prompt", "U+20AC")
+    assert r.exit_code == 2
+    for args, fragment in [(train_args(tmp_path / "none.txt", tmp_path / "x.safetensors"),
+                            "does not exist"),
+                           (["sample", "--checkpoint", tmp_path / "none.safetensors"],
+                            "does not exist")]:
+        r = run_cli(*args)
+        assert_one_line_error(r, fragment)
+        assert r.exit_code == 1, (args, r.stderr)
+
+
+def test_sample_help_counts_tokens_not_characters():
+    r = run_cli("sample", "--help")
+    text = " ".join(r.output.split())
+    assert r.exit_code == 0 and "--max-new-tokens" in text
+    assert "tokens to generate after the prompt" in text
+    assert "characters to generate" not in text

@@ -301,11 +301,21 @@ def _set(name, value):
 W = "transformer.wpe.weight"
 REFUSALS = {
     "activation": (lambda f: _edit_config(f, activation_function="relu"), "activation_function"),
-    "gelu_erf": (lambda f: _edit_config(f, activation_function="gelu"), "'gelu'"),
+    "gelu_erf": (lambda f: _edit_config(f, activation_function="gelu"),
+                 '\'activation_function\' "gelu" is not supported'),
     "epsilon": (lambda f: _edit_config(f, layer_norm_epsilon=1e-6), "layer_norm_epsilon"),
-    "model_type": (lambda f: _edit_config(f, model_type="gpt_neo"), "model_type"),
+    "model_type": (lambda f: _edit_config(f, model_type="gpt_neo"),
+                   "'model_type' is \"gpt_neo\""),
+    "size_null": (lambda f: _edit_config(f, n_embd=None), "'n_embd' must be a positive "
+                                                          "integer, got null"),
+    # config.json's own JSON values in the message (true, false), not Python's
     "inverse_layer_scale": (lambda f: _edit_config(f, scale_attn_by_inverse_layer_idx=True),
-                            "scale_attn_by_inverse_layer_idx"),
+                            "'scale_attn_by_inverse_layer_idx' true is not supported"),
+    "unscaled_attention": (lambda f: _edit_config(f, scale_attn_weights=False),
+                           "'scale_attn_weights' false is not supported (the kernels' "
+                           "attention needs true)"),
+    "cross_attention": (lambda f: _edit_config(f, add_cross_attention=True),
+                        "'add_cross_attention' true is not supported"),
     "heads": (lambda f: _edit_config(f, n_head=3), "n_head"),
     "size": (lambda f: _edit_config(f, n_layer=0), "n_layer"),
     "missing_tensor": (lambda f: _edit_tensors(f, _drop("transformer.h.1.mlp.c_fc.bias")),
@@ -328,6 +338,8 @@ REFUSALS = {
     "truncated": (lambda f: (f / "model.safetensors").write_bytes(
         (f / "model.safetensors").read_bytes()[:5000]), "model.safetensors"),
     "no_config": (lambda f: (f / "config.json").unlink(), "config.json"),
+    "nan_weight": (lambda f: _edit_tensors(f, _set("transformer.ln_f.weight", lambda t: np.full(
+        32, np.nan, np.float32))), "'ln_f.weight' holds NaN"),
 }
 
 

@@ -167,6 +167,20 @@ def test_two_ranks_train_the_one_process_text_run(tmp_path):
     assert_close_to_one_process(tensors(a), tensors(one), per_tensor=1e-4)
 
 
+def test_weights_broken_by_an_update_are_saved_by_no_rank(tmp_path):
+    """--lr 1e38 without clipping breaks the weights in step 1's update (its loss is
+    finite): with --save-every 1 the job ends with one line naming step 1, and nothing
+    is saved (it used to save NaN weights at step 1 and blame step 2)."""
+    need_mpi()
+    out = tmp_path / "m.safetensors"
+    r = mpi_train([*_text_args(tmp_path), "--grad-clip", "0", "--warmup-steps", "0", "--lr",
+                   "1e38", "--save-every", "1", "--out", str(out)])
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert "training diverged at step 1 of 6" in lines[0] and "nothing was saved" in lines[0]
+    assert not out.exists()
+
+
 def test_sigint_to_mpirun_saves_and_one_process_resumes_exactly(tmp_path):
     """Ctrl-C to mpirun (which sends SIGTERM to every rank, SIGKILL a second later):
     the ranks stop after the same call, rank 0 saves and says so in one line; one

@@ -203,3 +203,99 @@ def test_a_killed_runs_lock_is_not_in_the_way(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert ckpt.load(out).step == 5 and not (tmp_path / ".m.safetensors.lock").exists()
+
+
+@pytest.mark.parametrize("kind", ["names", "text"])
+def test_closed_stdout_saves_and_exits_141(tmp_path, kind):
+    """`train ... | head -2`: when stdout's reader goes away, the run stops as at a
+    signal, SIGPIPE: it saves the checkpoint, says so in one line on stderr (nothing
+    else: no traceback) and exits with 141 (it used to exit 1 silently, saving
+    nothing)."""
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    if kind == "names":
+        args = ["--data", str(small_data(tmp_path)), "--out", str(out)]
+    else:
+        text = tmp_path / "t.txt"
+        text.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
+        args = ["--arch", "gpt2", "--data-format", "text", "--data", str(text), "--n-embd", "16",
+                "--n-layer", "1", "--block-size", "16", "--batch-size", "2", "--eval-every",
+                "100000", "--eval-iters", "1", "--out", str(out)]
+    p = _run_until_progress(args)  # as `| head -2`: the reader leaves after a few lines
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    assert p.returncode == 141, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("stdout was closed (its reader went away): saved the "
+                               "checkpoint of step"), lines[0]
+    step = ckpt.load(out).step
+    assert 0 < step < STEPS and f"step {step} of {STEPS}" in lines[0]
+    assert f"--resume {out}" in lines[0]
+
+
+def test_closed_stdout_early_still_saves(tmp_path):
+    """The reader leaves after the first line, before or while the run trains: the
+    run is saved (at the step it reached: 0 when it had not started), one line on
+    stderr says so, status 141."""
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "train", "--data",
+                          str(small_data(tmp_path)), "--steps", "20", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().startswith("data: ")
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    assert p.returncode == 141, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stdout was closed"), err
+    assert f"step {ckpt.load(out).step} of 20" in lines[0]
+
+
+def test_closed_stdout_with_a_progress_bar_on_a_terminal(tmp_path):
+    """`train ... | head -2` typed in a terminal: stderr is a terminal, so a text run
+    shows tqdm's bar there and prints its evaluation lines above it on stdout; the
+    reader leaving is caught there too (status 141, saved, the line on stderr)."""
+    import os
+    import pty
+    import threading
+
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    text = tmp_path / "t.txt"
+    text.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "train", "--arch", "gpt2",
+                          "--data-format", "text", "--data", str(text), "--n-embd", "16",
+                          "--n-layer", "1", "--block-size", "16", "--batch-size", "2",
+                          "--eval-every", "20", "--eval-iters", "1", "--steps", str(STEPS),
+                          "--samples", "0", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    seen = []
+
+    def drain():  # the terminal: keep reading what the bar draws
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:
+                return
+            if not data:
+                return
+            seen.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    lines = [p.stdout.readline() for _ in range(3)]  # data:, model:, step 0's evaluation
+    assert lines[2].startswith("step 0: train loss"), lines
+    p.stdout.close()
+    assert p.wait(timeout=120) == 141
+    reader.join(timeout=10)
+    os.close(master)
+    err = b"".join(seen).decode(errors="replace")
+    assert "stdout was closed (its reader went away): saved the checkpoint of step" in err, err
+    assert "Traceback" not in err
+    step = ckpt.load(out).step
+    assert 0 < step < STEPS and f"step {step} of {STEPS}" in err

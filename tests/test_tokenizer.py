@@ -1,9 +1,12 @@
 """Tokenizers (driver/microgpt_fut/tokenizer.py): the character vocabulary and a byte-level
-BPE (Hugging Face ``tokenizers``), their JSON form, streaming decode, loading from
-files, text data with a BPE, and the tokenizer in checkpoints.
+BPE (Hugging Face ``tokenizers``), their JSON form, decoding, loading from files, text
+data with a BPE, and the tokenizer in checkpoints.
 
 Expected values come from elsewhere: the tokenizers library's own encode/decode, the
-UTF-8 bytes of the text, and Python's str operations.
+UTF-8 bytes of the text, Python's str operations, and GPT-2's own encoder.py
+(tests/reference_bpe.py: the regex, byte mapping and merge loop of transformers'
+former slow GPT2Tokenizer, in plain Python) reading the vocab.json and merges.txt we
+write.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import numpy as np
 import pytest
 
 from hf_helpers import BPE_SIZE, shakespeare, small_bpe
+from reference_bpe import ReferenceBPE
 from microgpt_fut import checkpoint as ckpt
 from microgpt_fut.data import DataError
 from microgpt_fut.gpt2 import GPT2Config
@@ -32,14 +36,13 @@ def _one_line(exc_info) -> str:
 
 # --- the character vocabulary ---------------------------------------------------------
 
-def test_char_vocab_json_round_trip_and_stream():
+def test_char_vocab_json_round_trip_and_decode():
     v = CharVocab.from_text(TEXT)
     back = from_json(v.to_json())
     assert back == v and isinstance(back, CharVocab)
     assert json.loads(v.to_json()) == {"type": "char", "chars": "".join(sorted(set(TEXT)))}
     ids = v.encode(TEXT, "t")
-    s = v.stream(ids[:3])
-    assert "".join(s.push(i) for i in ids[3:]) + s.flush() == TEXT[3:]
+    assert v.decode(ids) == TEXT and v.decode(ids[3:]) == TEXT[3:]
     assert v.eot_id is None and v.kind == "char"
 
 
@@ -81,24 +84,63 @@ def test_bpe_json_round_trip():
     assert back.encode(TEXT, "t").tolist() == tok.encode(TEXT, "t").tolist()
 
 
-def test_bpe_decode_and_stream_give_only_whole_characters():
-    """A 4-byte character spread over tokens: decoding a prefix that cuts it shows
-    U+FFFD, the stream holds it back until complete, and the stream's pieces add up to
-    decode of the whole continuation."""
+def test_bpe_decode_shows_an_incomplete_character_as_u_fffd():
+    """A 4-byte character spread over tokens: the whole sequence decodes to the text, and
+    a prefix that cuts the character decodes to the text before it and U+FFFD (nothing
+    is held back)."""
     tok = small_bpe()
-    prompt = tok.encode("ROMEO:", "t")
-    ids = tok.encode(" 日本 😀!", "t")
-    assert len(ids) > len(" 日本 😀!")  # the characters are split over byte tokens
+    text = " 日本 😀!"
+    ids = tok.encode(text, "t")
+    assert len(ids) > len(text)  # the characters are split over byte tokens
+    assert tok.decode(ids) == text
     cut = next(k for k in range(1, len(ids)) if tok.decode(ids[:k]).endswith("\ufffd"))
-    assert "\ufffd" not in tok.decode(ids)
-    stream = tok.stream(prompt)
-    pieces = [stream.push(i) for i in ids]
-    assert all("\ufffd" not in p for p in pieces)
-    assert "".join(pieces) + stream.flush() == " 日本 😀!"
-    # a sample that ends inside a character: flush gives the rest as U+FFFD
-    s = tok.stream()
-    text = "".join(s.push(i) for i in ids[:cut])
-    assert text + s.flush() == tok.decode(ids[:cut])
+    whole = tok.decode(ids[:cut]).rstrip("\ufffd")
+    assert text.startswith(whole) and len(whole) < len(text)
+
+
+# Text for GPT-2's pre-tokenizer: Unicode, runs of spaces, tabs and newlines, digits,
+# the contractions its regex splits off, the special token written out, a long run
+HARD_TEXTS = ["Café 🎉 naïve façade", "It's 12345 o'clock; we'll've I'm you're they'd",
+              "  two  spaces,\ttab\t\tand\n\nnewlines  \n  ", "日本語のテキスト 😀!",
+              "<|endoftext|>The end<|endoftext|>", "x" * 60 + "!!!???...",
+              "1 22 333 4444 55555 3.14159", "a\u00a0b\u2003c\u3000d", "\n"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> ReferenceBPE:
+    """GPT-2's encoder.py reading the vocab.json and merges.txt that we write for
+    small_bpe() (HFTokenizer.vocab_merges, as export-hf does)."""
+    folder = tmp_path_factory.mktemp("gpt2_files")
+    vocab, merges = small_bpe().vocab_merges()
+    (folder / "vocab.json").write_text(vocab, encoding="utf-8")
+    (folder / "merges.txt").write_text(merges, encoding="utf-8")
+    return ReferenceBPE(folder / "vocab.json", folder / "merges.txt")
+
+
+@pytest.mark.parametrize("text", HARD_TEXTS + [shakespeare()[:4000]],
+                         ids=[f"text{i}" for i in range(len(HARD_TEXTS))] + ["shakespeare"])
+def test_bpe_encodes_as_gpt2s_encoder(reference, text):
+    tok = small_bpe()
+    assert tok.encode(text, "t").tolist() == reference.encode(text)
+    assert tok.decode(tok.encode(text, "t")) == text
+
+
+def test_bpe_decodes_as_gpt2s_encoder(reference):
+    """Every single id, every id after a prompt (lone bytes like 0x89 among them), and
+    random sequences of ids: our decode is GPT-2's (incomplete and invalid UTF-8 as
+    U+FFFD, the same number of them)."""
+    tok = small_bpe()
+    theirs = reference.decode
+    prompt = tok.encode("Café 🎉", "t").tolist()
+    for i in range(tok.size):
+        assert tok.decode([i]) == theirs([i]), i
+        assert tok.decode(prompt + [i]) == theirs(prompt + [i]), i
+    rng = np.random.default_rng(0)
+    for n in range(2000):
+        ids = rng.integers(0, tok.size, size=int(rng.integers(1, 16))).tolist()
+        assert tok.decode(ids) == theirs(ids), ids
+    lone = reference.encoder[reference.byte_encoder[0x89]]  # the byte 0x89 alone
+    assert tok.decode(prompt + [lone] * 40) == "Café 🎉" + "\ufffd" * 40
 
 
 def test_bpe_encode_failure_names_what():

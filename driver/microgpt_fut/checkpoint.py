@@ -18,6 +18,7 @@ Writes are atomic: a checkpoint file is either the old one or the complete new o
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import tempfile
@@ -69,7 +70,8 @@ class Checkpoint:
     train: the run's settings (TRAIN_KEYS), as ints, floats and str.
     losses: float32 [step], the loss of each step so far, or None (not stored).
     norms: float32 [step], each step's gradient norm (text runs), or None.
-    evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs).
+    evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs);
+    val loss is NaN when the run has no validation split (stored as JSON null).
     tokenizer: a text model's tokenizer (tokenizer.Tokenizer). ``load`` always sets
     it for data_format "text" (a CharVocab of ``vocab`` when the file has no
     ``tokenizer``); ``save`` stores a CharVocab as ``vocab`` (ck.vocab may then be
@@ -123,12 +125,21 @@ def _metadata(ck: Checkpoint) -> dict[str, str]:
     if tok is not None:
         meta["tokenizer"] = tok
     if ck.evals is not None:
-        meta["evals"] = json.dumps([[int(s), float(a), float(b)] for s, a, b in ck.evals])
+        # strict JSON: a loss that is not a number (the val loss of a run without a
+        # validation split) is null
+        meta["evals"] = json.dumps([[int(s), *(float(x) if math.isfinite(x) else None
+                                               for x in (a, b))] for s, a, b in ck.evals],
+                                   allow_nan=False)
     for k in TRAIN_KEYS:
         if k in ck.train:
             v = ck.train[k]
             meta[k] = repr(float(v)) if isinstance(v, float) else str(v)
     return meta
+
+
+def first_nonfinite(tensors: dict[str, np.ndarray]) -> str | None:
+    """The name of the first tensor holding a NaN or an infinity, or None."""
+    return next((name for name, a in tensors.items() if not np.isfinite(a).all()), None)
 
 
 def _write_all(f, data: bytes) -> None:
@@ -152,7 +163,8 @@ def save(path: str | Path, ck: Checkpoint) -> None:
     The bytes go to a temporary file in the same folder, which is flushed,
     fsync'ed and then renamed over path (os.replace). On any error the
     temporary file is removed, the previous file at path is left as it was,
-    and CheckpointError is raised. m and v default to zeros when None; losses
+    and CheckpointError is raised; also (nothing written) when a tensor holds a NaN
+    or an infinity. m and v default to zeros when None; losses
     is stored as the tensor ``train.losses`` when not None (ValueError unless
     it has ``step`` entries).
     """
@@ -168,9 +180,31 @@ def save(path: str | Path, ck: Checkpoint) -> None:
             if series.shape != (ck.step,):
                 raise ValueError(f"{name} has shape {series.shape}, expected ({ck.step},)")
             tensors[name] = series
+    bad = first_nonfinite(tensors)
+    if bad is not None:  # training never hands one out (trainer.CheckedRun): a last guard
+        raise CheckpointError(f"refusing to write checkpoint {str(path)!r}: tensor {bad!r} "
+                              "holds NaN or infinite values")
     from safetensors.numpy import save as st_save
 
     data = st_save(tensors, metadata=_metadata(ck))
+    try:
+        replace_file(path, data)
+    except OSError as e:
+        raise CheckpointError(f"cannot write checkpoint {str(path)!r}: "
+                              f"{e.strerror or e}") from None
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write data to path atomically (checkpoints, and the loss curves beside them).
+
+    The bytes go to a temporary file in the same folder, with the mode a plain
+    open() would give a new file (the umask's) or the existing file's, which is
+    flushed, fsync'ed and then renamed over path (os.replace); the folder is
+    fsync'ed too where possible. On any error the temporary file is removed, the
+    previous file at path is left as it was, and the OSError is raised. A second
+    Ctrl-C during the write removes the temporary file (interrupt.PARTIAL_FILES).
+    """
+    path = Path(path)
     tmp = name = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -191,9 +225,6 @@ def save(path: str | Path, ck: Checkpoint) -> None:
                 os.close(dfd)
         except OSError:
             pass
-    except OSError as e:
-        raise CheckpointError(f"cannot write checkpoint {str(path)!r}: "
-                              f"{e.strerror or e}") from None
     finally:
         if tmp is not None:
             try:
@@ -209,7 +240,8 @@ def _check_file(path: Path) -> None:
     if not path.exists():
         raise CheckpointError(f"{where} does not exist (train one with `microgpt-fut train`)")
     if path.is_dir():
-        raise CheckpointError(f"{where} is a directory")
+        raise CheckpointError(f"{where} is a folder without config.json: neither a checkpoint "
+                              "file nor a Hugging Face model folder")
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
@@ -283,7 +315,8 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
     truncated, not safetensors, not a microgpt-fut checkpoint or of another
     format version, or when metadata or a tensor is missing or a tensor's
     shape or dtype does not match the config (``train.losses``, optional, must
-    be float32 [step]).
+    be float32 [step]), and when a tensor read (the weights, and Adam's moments
+    unless adam=False) holds a NaN or an infinity.
     """
     path = Path(path)
     where = f"checkpoint {str(path)!r}"
@@ -314,6 +347,9 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                 train = _parse_train(meta)
                 evals = json.loads(meta["evals"]) if "evals" in meta else None
                 assert evals is None or all(len(e) == 3 for e in evals)
+                if evals is not None:  # null: no validation split
+                    evals = [[e[0], *(math.nan if x is None else float(x) for x in e[1:])]
+                             for e in evals]
             except Exception as e:
                 raise CheckpointError(f"{where} has unusable metadata: "
                                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
@@ -364,6 +400,11 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
     except Exception as e:  # safetensors' own errors
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"cannot read {where}: {msg}") from None
+    bad = first_nonfinite(tensors)
+    if bad is not None:
+        raise CheckpointError(f"{where}: tensor {bad!r} holds NaN or infinite values, so the "
+                              "model is unusable (its run diverged: train again with a "
+                              "smaller --lr)")
     params = config.from_file(tensors)
     m = config.from_file(tensors, "adam.m.") if adam else None
     v = config.from_file(tensors, "adam.v.") if adam else None

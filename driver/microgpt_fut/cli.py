@@ -1,12 +1,18 @@
 """The command line: ``microgpt-fut train | sample | prepare | eval | export-hf | devices``.
 
-Every error the user can cause is reported as one line ``Error: ...`` on stderr
-with a non-zero exit status (2 for bad options, 1 otherwise), never a traceback.
+Every error the user can cause is reported as one line ``Error: ...`` on stderr,
+never a traceback, with click's exit statuses: 2 for a usage error (an option's
+value out of its range, a --config value of the wrong type, or options that cannot
+go together: with each other, or with the data, checkpoint or model they name; the
+line names the option to change), 1 for the rest (a file missing, unreadable or
+unusable, a run that fails). A signal that stops a run gives 128 + its number, a
+closed stdout 141 (SIGPIPE's).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import os
 import shlex
@@ -23,15 +29,15 @@ from . import checkpoint as ckpt
 from . import choices, hf, memory
 from . import prepare as preparation
 from . import resume as resume_rules
-from .data import DataError, Vocab, load_data
+from .data import DataError, OptionConflict, Vocab, load_data
 from .data_parallel import DataParallelModel, runtimes
 from .gpt2 import GPT2Model
-from .interrupt import stop_on_signals
+from .interrupt import is_stdout_closed, stdout_closed, stop_on_signals
 from .model import GPTConfig, Model
 from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
 from .sample_output import print_samples
 from .tokenizer import load_tokenizer, train_bpe
-from .trainer import Diverged, Training, TrainSettings, iter_names
+from .trainer import Training, TrainSettings, iter_names
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Integer options: the kernels take 64-bit integers, so larger values are refused by
@@ -121,6 +127,8 @@ def _user_errors():
         yield
     except click.exceptions.Exit:  # a RuntimeError too, but an exit status, not an error
         raise
+    except OptionConflict as e:  # the options, not the files: a usage error
+        raise _bad_option(_first_line(str(e))) from None
     except (BackendError, DataError, ckpt.CheckpointError, ValueError) as e:
         raise click.ClickException(_first_line(str(e))) from None
     except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
@@ -245,6 +253,25 @@ def _kept(out: Path, ours: int | None = None) -> str:
             f"(step {step} of another run, data {meta.get('data') or '?'})")
 
 
+def _say(message: str = "") -> None:
+    """Print a line of a training run on stdout. When stdout's reader has gone away
+    (``train ... | head -2``), stop the run as SIGPIPE would (interrupt.stdout_closed):
+    it saves and exits with status 141 instead of losing its work."""
+    try:
+        click.echo(message)
+    except BrokenPipeError:
+        stdout_closed()
+
+
+def exit_if_stdout_closed(ctx, out: Path, run) -> None:
+    """After a run was saved: when stdout's reader went away, say so on stderr and exit
+    with status 141 (the samples would go nowhere)."""
+    if is_stdout_closed():
+        click.echo(f"stdout was closed (its reader went away): saved the checkpoint of step "
+                   f"{run.step} of {run.num_steps} to {str(out)!r}", err=True)
+        ctx.exit(141)
+
+
 def _exit_with(code: int, msg: str) -> click.ClickException:
     e = click.ClickException(msg)
     e.exit_code = code
@@ -258,27 +285,73 @@ def _runtime(backend: str, device: int | None, quiet: bool, program: str = "micr
 
 def _load_config(ctx, param, value):
     """--config FILE (TOML): option values (nanoGPT's names, with - or _) used where the
-    command line gives none; read before the other options (eager)."""
+    command line gives none; read before the other options (eager). Each value must
+    have its option's type (``config_value``); paths are relative to the file."""
     if value is None:
         return None
     import tomllib
 
+    where = repr(str(value))
     try:
         with open(value, "rb") as f:
             table = tomllib.load(f)
     except OSError as e:
-        raise click.BadParameter(f"cannot read {str(value)!r}: {e.strerror or e}") from None
+        raise click.BadParameter(f"cannot read {where}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise click.BadParameter(f"{where} is not UTF-8 text, as TOML must be (byte "
+                                 f"0x{e.object[e.start]:02x} at offset {e.start})") from None
     except tomllib.TOMLDecodeError as e:
-        raise click.BadParameter(f"{str(value)!r} is not valid TOML: {_first_line(str(e))}") from None
-    names = {p.name for p in ctx.command.params if p.name != "config"}
+        raise click.BadParameter(f"{where} is not valid TOML: {_first_line(str(e))}") from None
+    params = {p.name: p for p in ctx.command.params if p.name != "config"}
     defaults = {}
     for key, v in table.items():
         name = key.replace("-", "_")
-        if name not in names:
-            raise click.BadParameter(f"{str(value)!r}: unknown setting {key!r}")
-        defaults[name] = v
+        if name not in params:
+            raise click.BadParameter(f"{where}: unknown setting {key!r}")
+        defaults[name] = config_value(ctx, params[name], key, v, Path(value))
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
+
+
+# TOML's types (as tomllib gives them), for messages; bool before int (a bool is an int)
+_TOML_TYPES = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
+               (list, "an array"), (dict, "a table"))
+
+
+def config_value(ctx, param: click.Parameter, key: str, value, path: Path):
+    """The value of setting ``key`` of the --config file ``path`` for the option
+    ``param``, checked as the same value on the command line is (click's type and the
+    option's callback) with no coercion between TOML's types: an integer option takes
+    an integer (not 5.5, not true), a number option an integer or a float, a flag a
+    boolean, the others a string. A path is relative to the file's folder (so is
+    --tokenizer's, unless char or bpe). Raises click.BadParameter, one line naming the
+    key, the file and the type expected."""
+    t, opt = param.type, "/".join(param.opts + param.secondary_opts)
+    if getattr(param, "is_flag", False) or isinstance(t, click.types.BoolParamType):
+        ok, expected = isinstance(value, bool), "true or false"
+    elif isinstance(t, click.types.IntParamType):
+        ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(t, click.types.FloatParamType):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        expected = "a number"
+    elif isinstance(t, click.Choice):
+        ok, expected = isinstance(value, str), "one of " + ", ".join(map(repr, t.choices))
+    elif isinstance(t, click.Path):
+        ok, expected = isinstance(value, str), "a path (a string, relative to the config file)"
+    else:
+        ok, expected = isinstance(value, str), "a string"
+    shown = json.dumps(value, default=str, ensure_ascii=False)
+    where = f"{str(path)!r}: {key} = {shown}"
+    if not ok:
+        kind = next((n for cls, n in _TOML_TYPES if isinstance(value, cls)), "a date or time")
+        raise click.BadParameter(f"{where} is {kind}; {opt} takes {expected}")
+    if isinstance(t, click.Path) or (param.name == "tokenizer" and value not in ("char", "bpe")):
+        value = str(path.parent / value)
+    try:
+        value = param.type_cast_value(ctx, value)
+        return param.callback(ctx, param, value) if param.callback else value
+    except click.BadParameter as e:
+        raise click.BadParameter(f"{where}: {_first_line(e.message)}") from None
 
 
 _backend_opt = click.option(
@@ -355,8 +428,10 @@ about 1e-6)."""
                                       "whole file as one character stream (--arch gpt2).")
 @click.option("--bias/--no-bias", default=True, show_default=True,
               help="gpt2: biases in the linear layers and LayerNorms (nanoGPT's bias).")
-@click.option("--val-fraction", type=float, default=0.1, show_default=True,
-              help="text: the last fraction of the text held out for validation.")
+@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
+              show_default=True,
+              help="text: the last fraction of the text held out for validation (0: none; "
+                   "the run then evaluates the training split only).")
 @click.option("--tokenizer", default=None, metavar="char|bpe|PATH",
               help="text: char (the text's characters), bpe (a byte-level BPE trained on the "
                    "training text, see --vocab-size), or a tokenizer.json, vocab.json (beside "
@@ -384,8 +459,9 @@ about 1e-6)."""
               help="text: batches per split and evaluation.  [default: 20]")
 @click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=_load_config,
-              help="TOML file of option values (e.g. weight_decay = 0.1); the command line "
-                   "wins.")
+              help="TOML file of option values (e.g. weight_decay = 0.1), each of its option's "
+                   "type (an integer for --steps, a string for a path), paths relative to "
+                   "the file; the command line wins.")
 @click.option("--threads", type=_INT, default=1, show_default=True, callback=_check_positive,
               help="c backend: split each batch over N CPU threads, one kernel context each "
                    "(use at most the cores; more than --batch-size is cut to it); their "
@@ -419,8 +495,11 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
     Ctrl-C (or SIGTERM, SIGHUP) stops after the current kernel call, saves the
-    checkpoint to --out and exits with status 130 (143, 129); `train --resume` continues it. A loss that becomes NaN
-    or infinite stops training with an error, and --out is not overwritten.
+    checkpoint to --out and exits with status 130 (143, 129); `train --resume`
+    continues it. A closed stdout (`train ... | head -2`) does the same, as SIGPIPE:
+    status 141. A loss or weights that become NaN or infinite stop training with an
+    error naming the step, and no such checkpoint is ever saved (--out keeps the
+    last finite one).
 
     `mpirun -n N microgpt-fut train ...` trains one run over N processes: each
     step's batch is split among them (each on its own device; --threads splits
@@ -430,7 +509,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     from .mpi_world import World
 
     world = ctx.find_object(World)
-    say = (lambda *a, **k: None) if quiet else click.echo
+    say = (lambda *a, **k: None) if quiet else _say
     given = {name: ctx.params[name] for name in ctx.params
              if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
                                                    ParameterSource.ENVIRONMENT,
@@ -439,6 +518,10 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     if resume is not None and init_from is not None:
         raise _bad_option("--init-from starts a new run from a model's weights and --resume "
                           "continues a run: give one of them")
+    if resume is not None and hf.is_folder(resume):
+        raise _bad_option(f"--resume {str(resume)!r} is a Hugging Face model folder, which "
+                          "holds no training run to continue: start a run from its weights "
+                          f"with --init-from {shlex.quote(str(resume))}")
     text_run = data_format == "text" or arch == "gpt2"
     for source in (resume, init_from):
         if source is not None and not text_run:
@@ -538,6 +621,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     last = min(100, run.num_steps)
     say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
     say(f"saved {out}")
+    exit_if_stdout_closed(ctx, out, run)
     with _user_errors():
         print_samples(iter_names(run.model, run.vocab, samples, temperature, settings.seed),
                       samples, "names", header=not quiet)
@@ -635,18 +719,22 @@ def _train_and_save(run: Training, out: Path | None, save_every: int | None, say
     saved = [ours]  # the step of this run's checkpoint in out, once there is one
 
     def save():
+        # every rank makes the checkpoint: it checks the state, and a state that is not
+        # finite is replayed by all ranks together (trainer.CheckedRun)
+        ck = run.checkpoint()
         if worker:
             return
         try:
-            ckpt.save(out, run.checkpoint())
+            ckpt.save(out, ck)
         except ckpt.CheckpointError as e:
             raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
         saved[0] = run.step
         if after_save is not None:
             after_save()
 
-    def progress(step, total, loss, rate):
-        say(f"step {step:{len(str(total))}d} / {total} | loss {loss:.4f} | {rate:,.0f} tok/s")
+    def progress(step, total, loss, rate, first):
+        say(f"step {step:{len(str(total))}d} / {total} | {mean_loss(loss, first, step)} | "
+            f"{rate:,.0f} tok/s")
 
     if advance is None:
         def advance(until, should_stop):
@@ -689,12 +777,21 @@ def _train_and_save(run: Training, out: Path | None, save_every: int | None, say
     return stop if stop() else None
 
 
+def mean_loss(loss: float, first: int, step: int) -> str:
+    """A progress line's loss, labelled with the steps it is the mean of."""
+    return (f"loss {loss:.4f} (step {step})" if first >= step else
+            f"loss {loss:.4f} (mean of steps {first}-{step})")
+
+
 def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> None:
     """After a signal stopped a run (its checkpoint saved): say so on stderr and exit
-    with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129).
+    with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129;
+    a closed stdout, as SIGPIPE: 141).
     Under mpirun (``world``) the hint repeats the number of ranks (any other
     number, or one process, continues the run too, to float rounding)."""
-    how = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {stop.name}"
+    how = ("interrupted" if stop.signum == signal.SIGINT else
+           "stdout was closed (its reader went away)" if stop.signum == signal.SIGPIPE else
+           f"stopped by {stop.name}")
     launcher = f"mpirun -n {world.size} " if world is not None else ""
     click.echo(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
                f"to {str(out)!r}; continue with: {launcher}microgpt-fut train --resume "
@@ -717,7 +814,9 @@ def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) ->
               help="Text models: the text to continue; give it several times for several "
                    "prompts, continued together (-n samples of each).  [default: a newline]")
 @click.option("--max-new-tokens", type=_INT, default=500, show_default=True,
-              help="Text models: characters to generate after the prompt.")
+              help="Text models: tokens to generate after the prompt (characters for a "
+                   "character vocabulary; a byte-level BPE's tokens are bytes and merges of "
+                   "them).")
 @click.option("--top-k", type=click.IntRange(0, _INT_MAX), default=0, show_default=True,
               help="Text models: draw only from the k likeliest tokens (0: all).")
 @_backend_opt

@@ -6,6 +6,7 @@ stream of characters with nanoGPT's recipe (text_training.py).
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -21,11 +22,12 @@ from . import cli as _cli
 from .cli import _bad_option, _check_out, _runtime, _user_errors
 from .data_parallel import DataParallelGPT2, runtimes
 from .gpt2 import GPT2Config, GPT2Model, Recipe
+from .interrupt import stdout_closed
 from .pacing import CallPacer
 from .sample_output import print_samples
-from .data import read_text
+from .data import DataError, read_text
 from .text import CharVocab, load_text
-from .tokenizer import Tokenizer, load_tokenizer, train_bpe
+from .tokenizer import BPE_MIN_VOCAB, Tokenizer, load_tokenizer, train_bpe
 from .text_training import TextSettings, TextTraining
 
 # Options of text runs (click's names) that the checkpoint fixes when resuming.
@@ -95,10 +97,14 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
     """`train --data-format text`: a GPT-2 on the text with nanoGPT's recipe, evaluated
     every --eval-every steps, saved to --out with its loss curves beside it. ``world``:
     the MPI job (cli_mpi.py) whose ranks share each step's windows, or None."""
-    if o["arch"] != "gpt2" and ((o["resume"] is None and o["init_from"] is None)
-                                or "arch" in given):
-        raise _bad_option("--data-format text trains --arch gpt2 (microgpt's model trains on "
-                          "--data-format lines)")
+    source = next(((f"--{name.replace('_', '-')}", o[name]) for name in ("init_from", "resume")
+                   if o[name] is not None), None)
+    if o["arch"] != "gpt2" and source is None:
+        raise _bad_option(f"--data-format text trains --arch gpt2, not --arch {o['arch']} "
+                          "(microgpt's model trains on --data-format lines)")
+    if o["arch"] != "gpt2" and "arch" in given:
+        raise _bad_option(f"--arch {o['arch']} conflicts with {source[0]} {str(source[1])!r}, "
+                          "a gpt2 text model: leave --arch out (or give --arch gpt2)")
     resume, out = o["resume"], o["out"]
     ck = init = None
     if o["init_from"] is not None:
@@ -111,6 +117,11 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
             raise _bad_option("--data-format text needs --data FILE (a text file, e.g. "
                               "tinyshakespeare.txt)")
         settings = settings_from_options(o)
+        r = settings.recipe
+        if o["lr_decay_steps"] is None and r.warmup_steps >= r.lr_decay_steps:
+            raise _bad_option(f"--warmup-steps {r.warmup_steps} must be less than --steps "
+                              f"{o['steps']}, where the learning rate's decay ends (or give "
+                              "--lr-decay-steps beyond the warm-up)")
         try:
             settings.validate()
         except ValueError as e:
@@ -160,8 +171,8 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
             run = TextTraining.start(rt, data, settings, config, exchange=exchange)
     kind = "characters" if isinstance(data.vocab, CharVocab) else "byte-level BPE"
     say(f"data: {data.path} | {data.n_chars:,} characters, {data.n_tokens:,} tokens, vocab "
-        f"size {data.vocab.size} ({kind}) | train {len(data.train):,} tokens, val "
-        f"{len(data.val):,}")
+        f"size {data.vocab.size} ({kind}) | train {len(data.train):,} tokens, "
+        + (f"val {len(data.val):,}" if len(data.val) else "no validation (--val-fraction 0)"))
     if init is not None:
         say(f"starting from the weights of {str(o['init_from'])!r}"
             + (f" (step {init.step} of its run)" if init.step else ""))
@@ -185,10 +196,10 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
         say(f"trained {run.step - (ck.step if ck else 0)} steps in {run.seconds:.1f} s "
             f"({run.positions / max(run.seconds, 1e-9):,.0f} tok/s)")
     if run.evals:
-        s, tl, vl = run.evals[-1]
-        say(f"final: step {s}: train loss {tl:.4f}, val loss {vl:.4f}")
+        say(f"final: {_eval_line(*run.evals[-1])}")
     csv_path, png_path = curves.paths(out)
     say(f"saved {out}, {csv_path.name}, {png_path.name}")
+    _cli.exit_if_stdout_closed(ctx, out, run)
     n = o["samples"] if o["samples"] is not None else 1
     temperature = o["temperature"] if o["temperature"] is not None else 0.8
     with _user_errors():
@@ -244,6 +255,9 @@ def _new_tokenizer(o: dict, data_path: Path, encoding: str, val_fraction: float)
     if choice == "bpe":
         if o["vocab_size"] is None:
             raise _bad_option("--tokenizer bpe needs --vocab-size N (e.g. 1024; GPT-2 has 50257)")
+        if o["vocab_size"] < BPE_MIN_VOCAB:
+            raise _bad_option(f"--vocab-size {o['vocab_size']} is too small for --tokenizer bpe: "
+                              f"at least {BPE_MIN_VOCAB} (its 256 bytes and <|endoftext|>)")
         text = read_text(data_path, encoding)
         # train on the training split only (the text's first 1 - val_fraction)
         return train_bpe(text[:int(len(text) * (1 - val_fraction))], o["vocab_size"])
@@ -261,19 +275,28 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
         from tqdm import tqdm
         bar = tqdm(total=run.num_steps, initial=run.step, unit="step", dynamic_ncols=True,
                    file=sys.stderr)
-    write = bar.write if bar is not None else say
+    def write(message: str) -> None:
+        """A line on stdout, above the bar when there is one (tqdm.write prints to
+        stdout): a closed stdout stops the run as in cli's say."""
+        if bar is None:
+            return say(message)
+        try:
+            bar.write(message)
+        except BrokenPipeError:
+            stdout_closed()
+
     title = f"{Path(run.data.path).name}: gpt2 {run.model.config.num_params() / 1e6:.2f}M params"
 
-    def progress(step, total, loss, norm, rate):
+    def progress(step, total, loss, norm, rate, first):
         if bar is not None:
             bar.update(step - bar.n)
             bar.set_postfix_str(f"loss {loss:.4f} | norm {norm:.2f} | {rate:,.0f} tok/s")
         else:
-            say(f"step {step:{len(str(total))}d} / {total} | loss {loss:.4f} | "
-                f"grad norm {norm:.4f} | {rate:,.0f} tok/s")
+            say(f"step {step:{len(str(total))}d} / {total} | {_cli.mean_loss(loss, first, step)} "
+                f"| grad norm {norm:.4f} (step {step}) | {rate:,.0f} tok/s")
 
     def on_eval(step, train_loss, val_loss):
-        write(f"step {step}: train loss {train_loss:.4f}, val loss {val_loss:.4f}")
+        write(_eval_line(step, train_loss, val_loss))
 
     def advance(until, should_stop):
         run.run(until, progress, on_eval, report_every=10 if bar else 100,
@@ -281,7 +304,7 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
 
     def curves_beside():
         try:
-            curves.write(out, run.losses, run.norms, run.evals, title)
+            curves.write(out, run.losses, run.norms, run.evals, title, len(run.data.val) > 0)
         except OSError as e:
             raise click.ClickException(f"cannot write the loss curves beside {str(out)!r}: "
                                        f"{e.strerror or e}; the checkpoint is saved") from None
@@ -294,14 +317,23 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
             bar.close()
 
 
+def _eval_line(step: int, train_loss: float, val_loss: float) -> str:
+    """nanoGPT's evaluation line; without a validation split (--val-fraction 0, its val
+    loss NaN) the train loss alone."""
+    line = f"step {step}: train loss {train_loss:.4f}"
+    return line if math.isnan(val_loss) else f"{line}, val loss {val_loss:.4f}"
+
+
 def iter_continuations(model: GPT2Model, vocab: Tokenizer, prompts: list[str], n: int,
                        max_new: int, temperature: float, top_k: int, seed: int
                        ) -> Iterator[list[str]]:
     """n samples of each prompt + max_new generated tokens (nanoGPT's sample.py), in
     prompt order, a device call's worth at a time (about pacing.CALL_SECONDS, at most
     SAMPLE_CHUNK samples). Sample j of prompt p draws from random stream p*n + j,
-    whatever the chunks; each is decoded as text (a byte-level BPE's last incomplete
-    character is left out). Raises ValueError for an empty prompt and DataError
+    whatever the chunks; each is the tokenizer's ``decode`` of the prompt's ids and the
+    new ones, as transformers decodes ``generate``'s output (a byte-level BPE's
+    incomplete character, even at the end, is U+FFFD). Raises ValueError for an empty
+    prompt and DataError
     for text the tokenizer cannot encode."""
     if any(not p for p in prompts):
         raise ValueError("--prompt is empty; give at least one character")
@@ -322,7 +354,7 @@ def iter_continuations(model: GPT2Model, vocab: Tokenizer, prompts: list[str], n
         out = []
         for i, row in enumerate(rows):
             p = (first + i) // n
-            out.append(prompts[p] + vocab.stream(ids[p]).push(row))
+            out.append(vocab.decode([*ids[p], *row]))
         first += k
         yield out
 
@@ -345,8 +377,10 @@ def sample(ck: ckpt.Checkpoint, o: dict) -> None:
     vocab = ck.text_tokenizer()
     if any(not p for p in prompts):
         raise _bad_option("--prompt is empty; give at least one character")
-    with _user_errors():  # before the backend starts
+    try:  # before the backend starts; a prompt the model cannot read is a usage error
         lengths = [len(vocab.encode(p, "--prompt")) for p in prompts]
+    except DataError as e:
+        raise _bad_option(str(e)) from None
     T = ck.config.block_size
     for p, length in zip(prompts, lengths):
         if length > T:

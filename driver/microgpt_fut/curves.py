@@ -2,19 +2,21 @@
 
 The CSV has one row per step (``step,loss,grad_norm,eval_train,eval_val``; the
 eval columns are filled at evaluation steps, and step 0 holds only the first
-evaluation); the PNG plots the per-step training loss and the evaluations'
+evaluation; a run without a validation split, ``--val-fraction 0``, has no
+``eval_val`` column); the PNG plots the per-step training loss and the evaluations'
 train and validation losses against the step (matplotlib). Both are written
-atomically (temporary file, then rename), as checkpoints are.
+atomically, with the mode the umask gives, as checkpoints are
+(checkpoint.replace_file).
 """
 from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from .checkpoint import replace_file
 
 
 HEADER = ["step", "loss", "grad_norm", "eval_train", "eval_val"]
@@ -36,35 +38,26 @@ def check_writable(out: Path) -> None:
                 first = f.readline().strip()
         except (OSError, UnicodeDecodeError):
             first = ""
-        if first != ",".join(HEADER):
+        if first not in (",".join(HEADER), ",".join(HEADER[:-1])):
             raise ValueError(f"{str(csv_path)!r} exists and is not a loss CSV of microgpt-fut: "
                              "refusing to overwrite it (move it away or choose another --out)")
 
 
-def _replace(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def csv_bytes(losses: np.ndarray, norms: np.ndarray, evals: list) -> bytes:
+def csv_bytes(losses: np.ndarray, norms: np.ndarray, evals: list, val: bool = True) -> bytes:
     """The CSV's contents. losses, norms: float32 [step] (step s+1's loss is losses[s]);
-    evals: [[step, train, val], ...]."""
-    by_step = {int(s): (a, b) for s, a, b in evals}
+    evals: [[step, train, val], ...]; ``val`` False: the run has no validation split
+    (no eval_val column)."""
+    by_step = {int(s): (a, b) if val else (a,) for s, a, b in evals}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(HEADER)
+    header = HEADER if val else HEADER[:-1]
+    w.writerow(header)
     for step in range(len(losses) + 1):
         ev = by_step.get(step)
         if step == 0 and ev is None:
             continue
         row = [step] + ([f"{losses[step - 1]:.6f}", f"{norms[step - 1]:.6f}"] if step else ["", ""])
-        row += [f"{ev[0]:.6f}", f"{ev[1]:.6f}"] if ev else ["", ""]
+        row += [f"{x:.6f}" for x in ev] if ev else [""] * (len(header) - 3)
         w.writerow(row)
     return buf.getvalue().encode()
 
@@ -95,8 +88,10 @@ def png_bytes(losses: np.ndarray, evals: list, title: str) -> bytes:
     return buf.getvalue()
 
 
-def write(out: Path, losses: np.ndarray, norms: np.ndarray, evals: list, title: str) -> None:
-    """Write both files beside ``out`` (OSError when the folder is not writable)."""
+def write(out: Path, losses: np.ndarray, norms: np.ndarray, evals: list, title: str,
+          val: bool = True) -> None:
+    """Write both files beside ``out`` (OSError when the folder is not writable);
+    ``val`` as in ``csv_bytes``."""
     csv_path, png_path = paths(out)
-    _replace(csv_path, csv_bytes(losses, norms, evals))
-    _replace(png_path, png_bytes(losses, evals, title))
+    replace_file(csv_path, csv_bytes(losses, norms, evals, val))
+    replace_file(png_path, png_bytes(losses, evals, title))

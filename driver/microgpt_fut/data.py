@@ -21,6 +21,12 @@ class DataError(ValueError):
     """The training data cannot be used; the message is one line naming the file."""
 
 
+class OptionConflict(DataError):
+    """The data cannot serve an option as given (a --block-size longer than the text,
+    a --val-fraction outside [0, 1)); the message names the option to change. The
+    command line reports it as a usage error (status 2)."""
+
+
 def read_text(path: str | Path, encoding: str = "utf-8") -> str:
     """The whole text of a data file, decoded with ``encoding``.
 

@@ -90,12 +90,13 @@ def adam_step(state: HostState, grad: np.ndarray, num_steps: int, lr: float, bet
     f = np.float32
     t = f(state.step)
     b1, b2 = f(beta1), f(beta2)
-    lr_t = f(lr) * (f(1) - t / f(num_steps))
-    bc1 = f(1) - b1 ** (t + f(1))
-    bc2 = f(1) - b2 ** (t + f(1))
-    m = b1 * state.m + (f(1) - b1) * grad
-    v = b2 * state.v + (f(1) - b2) * grad * grad
-    params = state.params - lr_t * (m / bc1) / (np.sqrt(v / bc2) + f(eps))
+    with np.errstate(over="ignore", invalid="ignore"):  # a blow-up: CheckedRun reports it
+        lr_t = f(lr) * (f(1) - t / f(num_steps))
+        bc1 = f(1) - b1 ** (t + f(1))
+        bc2 = f(1) - b2 ** (t + f(1))
+        m = b1 * state.m + (f(1) - b1) * grad
+        v = b2 * state.v + (f(1) - b2) * grad * grad
+        params = state.params - lr_t * (m / bc1) / (np.sqrt(v / bc2) + f(eps))
     return HostState(params, m, v, state.step + 1)
 
 
@@ -160,6 +161,11 @@ class _HostStateModel:
     def adam(self) -> tuple[Arrays, Arrays]:
         """Copies of the optimiser's moments, as Model.adam."""
         return self._copies(self.state.m), self._copies(self.state.v)
+
+    def finite(self) -> bool:
+        """Whether the parameters and both moments are free of NaN and infinities (the
+        same on every MPI rank: each holds the same state)."""
+        return all(np.isfinite(a).all() for a in self.state[:3])
 
     def step(self) -> int:
         return self.state.step
@@ -266,14 +272,16 @@ def adamw_step(state: HostState, grad: np.ndarray, decay: np.ndarray, recipe: Re
     parameter) shrunk by (1 - lr wd) first, then the bias-corrected update."""
     f = np.float32
     t = f(state.step + 1)
-    b1, b2, lr = f(recipe.beta1), f(recipe.beta2), f(lr)
-    g = f(clip_coef) * grad
-    m = b1 * state.m + (f(1) - b1) * g
-    v = b2 * state.v + (f(1) - b2) * g * g
-    step_size = lr / (f(1) - b1 ** t)
-    bc2_sqrt = np.sqrt(f(1) - b2 ** t)
-    params = np.where(decay, state.params * (f(1) - lr * f(recipe.weight_decay)), state.params)
-    params = params - step_size * m / (np.sqrt(v) / bc2_sqrt + f(recipe.eps))
+    with np.errstate(over="ignore", invalid="ignore"):  # a blow-up: CheckedRun reports it
+        b1, b2, lr = f(recipe.beta1), f(recipe.beta2), f(lr)
+        g = f(clip_coef) * grad
+        m = b1 * state.m + (f(1) - b1) * g
+        v = b2 * state.v + (f(1) - b2) * g * g
+        step_size = lr / (f(1) - b1 ** t)
+        bc2_sqrt = np.sqrt(f(1) - b2 ** t)
+        params = np.where(decay, state.params * (f(1) - lr * f(recipe.weight_decay)),
+                          state.params)
+        params = params - step_size * m / (np.sqrt(v) / bc2_sqrt + f(recipe.eps))
     return HostState(params, m, v, state.step + 1)
 
 

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import tokenizer as tokenizers
-from .checkpoint import Checkpoint, CheckpointError
+from .checkpoint import Checkpoint, CheckpointError, first_nonfinite
 from .data import DataError
 from .gpt2 import GPT2Config
 
@@ -76,7 +76,8 @@ def _where(folder: Path) -> str:
 def _int(cfg: dict, key: str, where: str) -> int:
     v = cfg.get(key, HF_DEFAULTS.get(key))
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise HFError(f"{where}: config.json {key!r} must be a positive integer, got {v!r}")
+        raise HFError(f"{where}: config.json {key!r} must be a positive integer, got "
+                      f"{json.dumps(v)}")
     return v
 
 
@@ -105,22 +106,23 @@ def read_config(folder: str | Path) -> GPT2Config:
         msg = getattr(e, "strerror", None) or str(e).splitlines()[0] or type(e).__name__
         raise HFError(f"{where}: cannot read config.json: {msg}") from None
     if cfg.get("model_type") != "gpt2":
-        raise HFError(f"{where}: config.json 'model_type' is {cfg.get('model_type')!r}; "
-                      "only 'gpt2' models load")
+        raise HFError(f"{where}: config.json 'model_type' is {json.dumps(cfg.get('model_type'))}; "
+                      'only "gpt2" models load')
     get = lambda k: cfg.get(k, HF_DEFAULTS[k])  # noqa: E731
     act = get("activation_function")
     if act not in ACTIVATIONS:
-        raise HFError(f"{where}: config.json 'activation_function' {act!r} is not supported "
-                      f"(the kernels compute GELU's tanh form: {', '.join(ACTIVATIONS)})")
+        raise HFError(f"{where}: config.json 'activation_function' {json.dumps(act)} is not "
+                      f"supported (the kernels compute GELU's tanh form: "
+                      f"{', '.join(map(json.dumps, ACTIVATIONS))})")
     eps = get("layer_norm_epsilon")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or abs(eps - EPS) > 1e-12:
-        raise HFError(f"{where}: config.json 'layer_norm_epsilon' {eps!r} is not supported "
-                      f"(the kernels' LayerNorm uses {EPS})")
+        raise HFError(f"{where}: config.json 'layer_norm_epsilon' {json.dumps(eps)} is not "
+                      f"supported (the kernels' LayerNorm uses {json.dumps(EPS)})")
     for key, need in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
                       ("add_cross_attention", False)):
         if bool(get(key)) != need:
-            raise HFError(f"{where}: config.json {key!r} {get(key)!r} is not supported "
-                          f"(the kernels' attention needs {str(need).lower()})")
+            raise HFError(f"{where}: config.json {key!r} {json.dumps(get(key))} is not "
+                          f"supported (the kernels' attention needs {json.dumps(need)})")
     sizes = {k: _int(cfg, k, where) for k in ("vocab_size", "n_positions", "n_embd", "n_layer",
                                                "n_head")}
     inner = cfg.get("n_inner")
@@ -286,8 +288,8 @@ def load_folder(folder: str | Path, require_tokenizer: bool = True) -> HFModel:
     Reads config.json (``read_config``), the safetensors weights (``read_tensors``,
     converted to the device layout by ``GPT2Config.from_file``) and the tokenizer
     (``read_tokenizer``). Raises HFError (one line naming the folder and the key,
-    tensor or file) for anything it refuses, and when there is no tokenizer and
-    ``require_tokenizer``.
+    tensor or file) for anything it refuses, for a tensor holding a NaN or an
+    infinity, and when there is no tokenizer and ``require_tokenizer``.
     """
     folder = Path(folder)
     config = read_config(folder)
@@ -295,8 +297,12 @@ def load_folder(folder: str | Path, require_tokenizer: bool = True) -> HFModel:
     if tok is None and require_tokenizer:
         raise HFError(f"{_where(folder)} has no tokenizer (tokenizer.json, or vocab.json and "
                       "merges.txt)")
-    params = config.from_file(read_tensors(folder, config))
-    return HFModel(config, params, tok)
+    tensors = read_tensors(folder, config)
+    bad = first_nonfinite(tensors)
+    if bad is not None:
+        raise HFError(f"{_where(folder)}: tensor {bad!r} holds NaN or infinite values, so the "
+                      "model is unusable")
+    return HFModel(config, config.from_file(tensors), tok)
 
 
 def load_checkpoint(folder: str | Path) -> Checkpoint:
@@ -388,19 +394,23 @@ def export_folder(ck: Checkpoint, folder: str | Path, overwrite: bool = False) -
     Atomic: the files go to a temporary folder beside ``folder``, fsync'ed, which is
     then renamed to ``folder``. An existing non-empty ``folder`` is refused unless
     ``overwrite`` (then replaced as a whole, its old files removed). Raises HFError
-    (one line) for a microgpt or non-text checkpoint, a ``folder`` that is a file or
-    not empty, and any OSError.
+    (one line) for a microgpt or non-text checkpoint, weights holding a NaN or an
+    infinity, a ``folder`` that is a file or not empty, and any OSError.
     """
     folder = Path(folder)
     where = _where(folder)
     if ck.arch != "gpt2" or ck.data_format != "text":
         raise HFError(f"cannot export to {where}: only --arch gpt2 text checkpoints export "
                       f"(this one is {ck.arch}, data format {ck.data_format})")
+    bad = first_nonfinite(ck.params)
+    if bad is not None:  # checkpoint.load refuses such a file: a guard for other callers
+        raise HFError(f"cannot export to {where}: tensor {bad!r} holds NaN or infinite values")
     tok = ck.text_tokenizer()
     if folder.exists() and not folder.is_dir():
         raise HFError(f"cannot export to {where}: it is a file")
     if folder.is_dir() and any(folder.iterdir()) and not overwrite:
-        raise HFError(f"{where} exists and is not empty; choose another folder or overwrite it")
+        raise HFError(f"{where} exists and is not empty: choose another folder, or pass "
+                      "--overwrite to replace it")
     from safetensors.numpy import save as st_save
 
     files = {"config.json": json.dumps(hf_config(ck.config, tok), indent=2).encode("utf-8"),

@@ -18,6 +18,11 @@ The main thread's handler sets the same flag, so that a stop is seen right after
 the call in which it came.
 SIGTERM and SIGHUP are caught only where they would otherwise kill the process
 (their default disposition): a run under `nohup` keeps ignoring SIGHUP.
+
+A closed stdout (``train ... | head -2``: the reader went away) is treated as
+SIGPIPE would be, but without losing the work: ``stdout_closed()``, called where
+a write to stdout raised BrokenPipeError, points stdout at /dev/null and stops
+the run like a first signal, SIGPIPE (the command saves and exits with 141).
 """
 from __future__ import annotations
 
@@ -33,6 +38,10 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Temporary files being written (atomic saves): removed when a second signal ends
 # the process before they are renamed into place.
 PARTIAL_FILES: set[str] = set()
+# The StopRequests of the active ``stop_on_signals`` blocks, and whether stdout's reader
+# went away (then every StopRequest made is stopped by SIGPIPE).
+_ACTIVE: list["StopRequest"] = []
+_STDOUT_CLOSED = [False]
 _exit = os._exit  # ends the process without unwinding (a seam for tests)
 
 
@@ -99,12 +108,33 @@ def _watch(fd: int, req: StopRequest, caught: frozenset) -> None:
                 req._signal(signum)
 
 
+def stdout_closed() -> None:
+    """stdout's reader went away (a write raised BrokenPipeError): point stdout at
+    /dev/null, so that no later write (nor Python's flush at exit) fails, and stop
+    every StopRequest, those of later ``stop_on_signals`` blocks too, as a first
+    SIGPIPE would (exit status 141)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    _STDOUT_CLOSED[0] = True
+    for req in _ACTIVE:
+        req._first(signal.SIGPIPE)
+
+
+def is_stdout_closed() -> bool:
+    """Whether ``stdout_closed`` was called in this process."""
+    return _STDOUT_CLOSED[0]
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[StopRequest]:
     """Catch the signals for the ``with`` block (from the main thread only; elsewhere
     the flag is never set) and restore the previous handlers after it. SIGINT is
     always caught; SIGTERM and SIGHUP only when their disposition is the default."""
     req = StopRequest()
+    if _STDOUT_CLOSED[0]:
+        req._first(signal.SIGPIPE)
     if threading.current_thread() is not threading.main_thread():
         yield req
         return
@@ -118,9 +148,11 @@ def stop_on_signals() -> Iterator[StopRequest]:
     watcher = threading.Thread(target=_watch, args=(r, req, frozenset(old)), daemon=True,
                                name="microgpt-fut signals")
     watcher.start()
+    _ACTIVE.append(req)
     try:
         yield req
     finally:
+        _ACTIVE.remove(req)
         signal.set_wakeup_fd(old_fd)
         for sig, handler in old.items():
             signal.signal(sig, handler)

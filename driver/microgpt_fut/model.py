@@ -159,6 +159,14 @@ class DeviceModel:
         """The optimiser's first and second moments, like ``params()``."""
         return self._arrays("get_adam_m"), self._arrays("get_adam_v")
 
+    def finite(self) -> bool:
+        """Whether the parameters and both moments are free of NaN and infinities.
+
+        The kernels have no reduction for this: it copies the state to the host
+        (trainer.CheckedRun calls it only to find the step a run diverged at)."""
+        m, v = self.adam()
+        return all(np.isfinite(a).all() for g in (self.params(), m, v) for a in g.values())
+
     def step(self) -> int:
         """Number of optimiser steps taken."""
         return int(self.rt.numpy(self.rt.entry("get_counters", self.state))[0])

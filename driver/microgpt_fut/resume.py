@@ -12,11 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from .checkpoint import Checkpoint
 from .data import DataInfo
-from .model import unstack
 from .trainer import TrainSettings
 
 # Metadata a checkpoint needs to be resumed (all written by `train`).
@@ -52,11 +49,6 @@ def check_resumable(ck: Checkpoint, where: str) -> None:
         raise ResumeError(f"{where} cannot be resumed: it has no Adam moments")
     if ck.losses is None:
         raise ResumeError(f"{where} cannot be resumed: it has no loss history 'train.losses'")
-    for prefix, group in (("", ck.params), ("adam.m.", ck.m), ("adam.v.", ck.v)):
-        for name, arr in unstack(group, prefix).items():
-            if not np.isfinite(arr).all():
-                raise ResumeError(f"{where} cannot be resumed: tensor {name!r} holds "
-                                  "NaN or infinite values (is the file damaged?)")
     total, batch = ck.train["num_steps"], ck.train["batch_size"]
     if not 0 <= ck.step <= total or total < 1 or batch < 1:
         raise ResumeError(f"{where} is inconsistent: step {ck.step} of {total} steps")

@@ -14,13 +14,12 @@ line and nothing else, for pipes: a name as it is, a text sample as a JSON strin
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Iterable
 
 import click
 
-from .interrupt import stop_on_signals
+from .interrupt import stdout_closed, stop_on_signals
 
 NAMES_HEADER = "\n--- inference (new, hallucinated names) ---"
 SEPARATOR = "---------------"  # nanoGPT sample.py's line after each sample
@@ -59,7 +58,6 @@ def print_samples(chunks: Iterable[list[str]], n: int, kind: str, plain: bool = 
                     raise click.exceptions.Exit(128 + stop.signum)
     except BrokenPipeError:
         # the reader went away: nothing more to say (Python would print a traceback
-        # when it flushes stdout at exit, so point stdout at /dev/null first)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # when it flushes stdout at exit: stdout_closed points it at /dev/null)
+        stdout_closed()
         raise click.exceptions.Exit(141) from None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import DataError, read_text
+from .data import DataError, OptionConflict, read_text
 from .tokenizer import CharVocab, Tokenizer
 
 TRAIN_KIND, EVAL_KINDS = 0, {"train": 1, "val": 2}
@@ -127,14 +127,15 @@ def load_text(path: str | Path, block_size: int, val_fraction: float = 0.1,
     val = the rest. val_fraction 0 means no validation split (val is empty).
 
     Raises DataError (one line) as ``read_text`` does, as the tokenizer's ``encode``
-    does (naming the file), and when val_fraction is not in [0, 1), block_size < 1,
+    does (naming the file), and OptionConflict (naming the option) when val_fraction
+    is not in [0, 1), block_size < 1,
     or the text, the train split or (val_fraction > 0) the validation split has
     fewer than block_size + 1 tokens.
     """
     if not 0 <= val_fraction < 1:
-        raise DataError(f"--val-fraction {val_fraction} must be in [0, 1)")
+        raise OptionConflict(f"--val-fraction {val_fraction} must be in [0, 1)")
     if block_size < 1:
-        raise DataError(f"--block-size {block_size} must be at least 1")
+        raise OptionConflict(f"--block-size {block_size} must be at least 1")
     path = Path(path)
     text = read_text(path, encoding)
     name, need = str(path), block_size + 1
@@ -142,20 +143,20 @@ def load_text(path: str | Path, block_size: int, val_fraction: float = 0.1,
     # a character vocabulary's tokens are the characters, so its messages say characters
     unit = "characters" if isinstance(vocab, CharVocab) else "tokens"
     if len(text) < need and unit == "characters":
-        raise DataError(f"data file {name!r} has {len(text)} characters; "
+        raise OptionConflict(f"data file {name!r} has {len(text)} characters; "
                         f"--block-size {block_size} needs at least {need}")
     tokens = vocab.encode(text, f"data file {name!r}")
     if len(tokens) < need:
-        raise DataError(f"data file {name!r} has {len(tokens)} tokens; "
+        raise OptionConflict(f"data file {name!r} has {len(tokens)} tokens; "
                         f"--block-size {block_size} needs at least {need}")
     n_train = int(len(tokens) * (1 - val_fraction))
     train, val = tokens[:n_train], tokens[n_train:]
     if len(train) < need:
-        raise DataError(f"data file {name!r}: the training split has {len(train)} of "
+        raise OptionConflict(f"data file {name!r}: the training split has {len(train)} of "
                         f"{len(tokens)} {unit}; --block-size {block_size} needs at least "
                         f"{need}: use a smaller --block-size or a smaller --val-fraction")
     if val_fraction > 0 and len(val) < need:
-        raise DataError(f"data file {name!r}: the validation split has {len(val)} of "
+        raise OptionConflict(f"data file {name!r}: the validation split has {len(val)} of "
                         f"{len(tokens)} {unit}; --block-size {block_size} needs at least "
                         f"{need}: use a smaller --block-size or a larger --val-fraction")
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -26,7 +26,7 @@ from .runtime import Runtime
 from .text import TextData
 from .data_parallel import DataParallelGPT2, runtimes
 from .exchange import Exchange
-from .trainer import Diverged, _finite, bad_ranks, uses_host_state
+from .trainer import CheckedRun, uses_host_state
 
 
 @dataclass(frozen=True)
@@ -111,16 +111,17 @@ class TextSettings:
                    threads)
 
 
-# progress(step, num_steps, mean loss since the last report, gradient norm, tokens/s)
-Progress = Callable[[int, int, float, float, float], None]
+# progress(step, num_steps, mean loss of steps first..step, the gradient norm of step, tokens/s
+# over them, first): first is the step after the previous report (or after where ``run`` started)
+Progress = Callable[[int, int, float, float, float, int], None]
 # on_eval(step, train loss, val loss or nan)
 OnEval = Callable[[int, float, float], None]
 
 
-class TextTraining:
+class TextTraining(CheckedRun):
     """A text run in progress: the model on the device, the data, the losses,
     gradient norms and evaluations so far. ``start`` or ``resume``, then ``run``,
-    then ``checkpoint``."""
+    then ``checkpoint``. No NaN or infinity is ever saved (CheckedRun)."""
 
     def __init__(self, model: GPT2Model, data: TextData, settings: TextSettings,
                  losses: np.ndarray, norms: np.ndarray, evals: list):
@@ -136,6 +137,7 @@ class TextTraining:
         self.pacer = CallPacer(settings.steps_per_call)
         self.eval_pacer = CallPacer(settings.eval_iters)
         self.init_from = ""  # the model the run started from (train --init-from), if any
+        self.trust()  # a fresh model, or a checkpoint's (checkpoint.load refuses NaN)
 
     @classmethod
     def start(cls, rt: Runtime, data: TextData, settings: TextSettings,
@@ -228,32 +230,27 @@ class TextTraining:
         return np.stack([self.data.train_batch(t, s.seed, s.grad_accum, s.batch_size)
                          for t in range(first, first + k)])
 
-    def _diverged(self, before, first: int, k: int) -> Diverged:
-        """Find the first bad step of a call from state ``before``; leave the run there."""
-        for j in range(k):
-            self.model.state = before
-            (loss,), (norm,) = self.model.train(self._batches(first + j, 1), None,
-                                                self.settings.recipe)
-            m, v = self.model.adam()
-            if not (math.isfinite(loss) and _finite(self.model.params()) and _finite(m)
-                    and _finite(v)):
-                ranks = bad_ranks(self.model)
-                self.model.state = before
-                self.losses, self.norms = self.losses[:first + j], self.norms[:first + j]
-                self.step = first + j
-                return Diverged(first + j + 1, self.num_steps,
-                                f"the loss is {loss}" if not math.isfinite(loss) else
-                                "a gradient or parameter became infinite or NaN", ranks)
-            before = self.model.state
-        self.model.state = before
-        return Diverged(first + 1, self.num_steps, "the loss or state became NaN or infinite")
+    def replay(self, first: int, k: int) -> np.ndarray:
+        """CheckedRun's: steps first+1..first+k, their losses and norms recorded."""
+        losses, norms = self.model.train(self._batches(first, k), None, self.settings.recipe)
+        self.losses = np.concatenate([self.losses[:first], losses])
+        self.norms = np.concatenate([self.norms[:first], norms])
+        return losses
+
+    def rewind(self, step: int) -> None:
+        """CheckedRun's: the losses, norms and evaluations after ``step`` are forgotten."""
+        self.losses, self.norms = self.losses[:step], self.norms[:step]
+        self.evals = [e for e in self.evals if e[0] <= step]
+        self.step = step
 
     def run(self, until: int | None = None, progress: Progress | None = None,
             on_eval: OnEval | None = None, report_every: int = 100,
             should_stop: Callable[[], bool] | None = None) -> None:
         """Train up to step ``until`` (default: the end), evaluating at step 0, every
         eval_every steps and at the end. Calls end at evaluation steps. On a NaN or
-        infinity the run goes back to the last good step and Diverged is raised.
+        infinity in a call's losses or gradient norms (or in the state at a
+        ``checkpoint``) the run goes back to the last good step and Diverged is raised
+        (CheckedRun).
         ``should_stop()`` is asked after each call."""
         s = self.settings
         until = s.num_steps if until is None else min(until, s.num_steps)
@@ -275,7 +272,7 @@ class TextTraining:
             t0 = time.perf_counter()
             losses, norms = self.model.train(batches, None, s.recipe)
             if not np.isfinite(losses).all() or not np.isfinite(norms).all():
-                raise self._diverged(before, first, k)
+                raise self.call_diverged(before, first, first + k)
             self.pacer.record(k, time.perf_counter() - t0)
             self.seconds += time.perf_counter() - t0
             self.losses = np.concatenate([self.losses, losses])
@@ -286,11 +283,14 @@ class TextTraining:
                                          or self.step == until):
                 now = time.perf_counter()
                 progress(self.step, s.num_steps, float(np.mean(self.losses[last_step:])),
-                         float(self.norms[-1]), (self.positions - last_pos) / max(now - last_t, 1e-9))
+                         float(self.norms[-1]), (self.positions - last_pos) / max(now - last_t, 1e-9),
+                         last_step + 1)
                 last_t, last_step, last_pos = now, self.step, self.positions
             if self._due_eval(self.step):
                 # the last evaluation is never abandoned: no later run would do it
                 result = self.evaluate(None if self.done else should_stop)
+                if result is not None and not math.isfinite(result[0]):
+                    raise self.diverged(self.step)  # the state broke: find the step
                 if result is not None and on_eval:
                     on_eval(self.step, *result)
             if should_stop is not None and should_stop():
@@ -298,8 +298,11 @@ class TextTraining:
         self.model.rt.sync()
 
     def checkpoint(self, description: str = "") -> Checkpoint:
-        """Everything needed to continue the run, ready for checkpoint.save."""
-        m, v = self.model.adam()
+        """Everything needed to continue the run, ready for checkpoint.save. Raises
+        Diverged (CheckedRun.checked) when the state holds a NaN or an infinity, after
+        putting the run back to the last finite step."""
+        params, (m, v) = self.model.params(), self.model.adam()
+        self.checked((params, m, v))
         d = self.data
         train = self.settings.to_train()
         train.update({"data": description or d.path, "data_path": str(Path(d.path).resolve()),
@@ -308,6 +311,6 @@ class TextTraining:
         if self.init_from:
             train["init_from"] = self.init_from
         # the tokenizer: a character vocabulary is stored as the "vocab" list, as before
-        return Checkpoint(self.model.config, [], self.model.params(), m, v, self.step, train,
+        return Checkpoint(self.model.config, [], params, m, v, self.step, train,
                           self.losses.copy(), "text", self.norms.copy(),
                           [list(e) for e in self.evals], tokenizer=d.vocab)

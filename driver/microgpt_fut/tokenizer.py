@@ -1,8 +1,8 @@
 """Tokenizers of text models: a character vocabulary, or a Hugging Face ``tokenizers`` one.
 
 Both implement ``Tokenizer``: ``size``, ``encode(text, what)`` -> int64 ids,
-``decode(ids)`` -> str, ``stream()`` for incremental decoding, and
-``to_json()`` / ``from_json`` for the checkpoint's metadata.
+``decode(ids)`` -> str, and ``to_json()`` / ``from_json`` for the checkpoint's
+metadata.
 
 - ``CharVocab``: nanoGPT's shakespeare_char (data/shakespeare_char/prepare.py):
   token i is the character ``chars[i]``.
@@ -12,8 +12,8 @@ Both implement ``Tokenizer``: ``size``, ``encode(text, what)`` -> int64 ids,
   ``vocab.json`` + ``merges.txt``.
 
 A byte-level BPE token may hold part of a character's UTF-8 bytes: ``decode``
-of a whole sequence gives the text (an incomplete character at its end becomes
-U+FFFD), and ``stream()`` hands out only complete characters.
+of a whole sequence gives the text, each incomplete or invalid byte sequence as
+U+FFFD, exactly as transformers' GPT2Tokenizer decodes (tests/test_tokenizer.py).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from .data import DataError
 # GPT-2's one special token (end of text); train_bpe gives it the last id, as GPT-2's 50256.
 EOT = "<|endoftext|>"
 CHAR_KIND = "char"
+BPE_MIN_VOCAB = 257  # a byte-level BPE's 256 byte symbols and <|endoftext|>
 
 
 class Tokenizer(ABC):
@@ -58,47 +59,6 @@ class Tokenizer(ABC):
     def eot_id(self) -> int | None:
         """The id of GPT-2's ``<|endoftext|>``, or None when there is none."""
         return None
-
-    def stream(self, prompt_ids=()) -> "TextStream":
-        """An incremental decoder of the ids that follow ``prompt_ids``."""
-        return TextStream(self, prompt_ids)
-
-
-class TextStream:
-    """Incremental decoding: ``push(ids)`` returns the text that the new ids complete
-    (possibly ""), ``flush()`` what is left at the end (an incomplete character as
-    U+FFFD). The concatenation of all returns is ``decode(ids)`` of everything pushed
-    (prompt_ids, the context, must hold whole characters, as ``encode`` gives them).
-
-    Each push decodes everything after the prompt again (tokenizers decode in
-    Rust, and a sample is at most thousands of ids), which is right for any
-    decoder, including ones whose output depends on context.
-    """
-
-    def __init__(self, tok: Tokenizer, prompt_ids=()):
-        self._tok = tok
-        self._prompt = [int(i) for i in prompt_ids]
-        self._skip = len(tok.decode(self._prompt))  # the prompt's own text
-        self._ids = list(self._prompt)
-        self._done = 0  # characters of the continuation handed out
-
-    def _text(self) -> str:
-        return self._tok.decode(self._ids)[self._skip:]
-
-    def push(self, ids) -> str:
-        """Add ids (an int or a sequence); the newly completed text."""
-        self._ids.extend([int(ids)] if np.ndim(ids) == 0 else [int(i) for i in ids])
-        text = self._text()
-        # U+FFFD at the end: a character whose remaining bytes are still to come
-        end = len(text.rstrip("\ufffd"))
-        out, self._done = text[self._done:end], max(self._done, end)
-        return out
-
-    def flush(self) -> str:
-        """The rest of the text, incomplete characters included (as U+FFFD)."""
-        text = self._text()
-        out, self._done = text[self._done:], len(text)
-        return out
 
 
 @dataclass(frozen=True)
@@ -136,9 +96,6 @@ class CharVocab(Tokenizer):
         """The characters of a sequence of token ids (prepare.py ``decode``)."""
         return "".join(self.chars[int(i)] for i in ids)
 
-    def stream(self, prompt_ids=()) -> "TextStream":
-        return _CharStream(self)
-
     def to_json(self) -> str:
         """``{"type": "char", "chars": ...}``."""
         return json.dumps({"type": CHAR_KIND, "chars": self.chars}, ensure_ascii=False)
@@ -154,19 +111,6 @@ class CharVocab(Tokenizer):
         tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")  # any character
         tok.decoder = decoders.Fuse()
         return tok
-
-
-class _CharStream(TextStream):
-    """Characters never split: every id is its text at once."""
-
-    def __init__(self, vocab: CharVocab):
-        self._vocab = vocab
-
-    def push(self, ids) -> str:
-        return self._vocab.decode([ids] if np.ndim(ids) == 0 else ids)
-
-    def flush(self) -> str:
-        return ""
 
 
 class HFTokenizer(Tokenizer):
@@ -265,7 +209,7 @@ def train_bpe(text: str, vocab_size: int) -> HFTokenizer:
     """
     from tokenizers import AddedToken, Tokenizer as HFTok, models, pre_tokenizers, trainers
 
-    if vocab_size < 257:
+    if vocab_size < BPE_MIN_VOCAB:
         raise ValueError(f"--vocab-size must be at least 257 (256 bytes and {EOT}), "
                          f"got {vocab_size}")
     tok = HFTok(models.BPE())

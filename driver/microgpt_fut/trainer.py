@@ -103,15 +103,104 @@ def uses_host_state(contexts: int, exchange: Exchange | None) -> bool:
     return contexts > 1 or (exchange is not None and exchange.size > 1)
 
 
-# progress(step, num_steps, mean loss since the last report, tokens per second since then)
-Progress = Callable[[int, int, float, float], None]
+# progress(step, num_steps, mean loss of steps first..step, tokens per second over them, first):
+# first is the step after the previous report (or after where this ``run`` started)
+Progress = Callable[[int, int, float, float, int], None]
 
 
-def _finite(arrays: dict[str, np.ndarray]) -> bool:
+class CheckedRun:
+    """What a run in progress (``Training``, text_training.TextTraining) shares: no state
+    holding a NaN or an infinity is ever handed out to be saved, and the step whose
+    update brought one in is found and named.
+
+    Each device call's losses are checked as they arrive, and the whole state
+    (parameters and both moments) in ``checked``, which ``checkpoint`` calls on
+    the host copies it makes anyway: at every save. (The kernels have no reduction
+    that says whether the state is finite, so it is not checked after each call,
+    which would copy the model to the host each time.) When either check fails,
+    ``diverged`` replays the steps since the last state known to be finite (the
+    start, or the last checkpoint), a call's worth at a time and then one step at a
+    time within the bad call, checking the whole state after each, and leaves the
+    run at the last finite step.
+
+    Subclasses set ``model`` (with ``state``, ``finite()``), ``settings`` (with
+    ``num_steps`` and ``steps_per_call``) and ``step``, call ``trust()`` once the
+    model is set, and implement ``replay`` and ``rewind``.
+    """
+
+    def replay(self, first: int, k: int) -> np.ndarray:
+        """Train steps first+1..first+k from the model's current state as ``run`` does
+        (recording them) and return their losses."""
+        raise NotImplementedError
+
+    def rewind(self, step: int) -> None:
+        """Forget what was recorded after ``step`` and make it the run's step (the model's
+        state is set by the caller)."""
+        raise NotImplementedError
+
+    def trust(self) -> None:
+        """Record the current state as finite: a replay starts from here."""
+        self._good = (self.step, self.model.state)
+
+    def checked(self, groups: tuple[dict[str, np.ndarray], ...]) -> None:
+        """Check the host copies of the state (params, m, v) that a checkpoint is made
+        of: raise Diverged (``diverged``) when one holds a NaN or an infinity, else
+        record the state as the last finite one."""
+        if not all(finite(g) for g in groups):
+            raise self.diverged(self.step)
+        self.trust()
+
+    def call_diverged(self, before, first: int, end: int) -> Diverged:
+        """``diverged`` after a call from state ``before`` at step ``first`` gave a
+        non-finite loss: the replay starts at ``before`` when that state is finite
+        (one host copy), else at the last state known to be."""
+        self.model.state = before
+        if self.model.finite():
+            self._good = (first, before)
+        return self.diverged(end)
+
+    def diverged(self, end: int) -> Diverged:
+        """Find the first bad step up to ``end`` (the loss is not finite, or its update
+        made the state so) by replaying from the last finite state; leave the run at
+        the step before it and return the Diverged naming it."""
+        step, state = self._good
+        k_max = max(1, self.settings.steps_per_call)
+        while step < end:
+            k = min(k_max, end - step)
+            self.model.state = state
+            if np.isfinite(self.replay(step, k)).all() and self.model.finite():
+                step, state = step + k, self.model.state
+                continue
+            for _ in range(k):  # the bad call, one step at a time
+                self.model.state = state
+                loss = float(self.replay(step, 1)[0])
+                what = None
+                if not math.isfinite(loss):
+                    what = f"the loss is {loss}"
+                elif not self.model.finite():
+                    what = "its update made a parameter or an Adam moment infinite or NaN"
+                if what is not None:
+                    ranks = bad_ranks(self.model)
+                    self.model.state = state
+                    self.rewind(step)
+                    return Diverged(step + 1, self.settings.num_steps, what, ranks)
+                step, state = step + 1, self.model.state
+            break
+        # Not reproduced (only possible on a non-deterministic backend): name the range.
+        first = self._good[0]
+        self.model.state = state
+        self.rewind(step)
+        return Diverged(first + 1, self.settings.num_steps,
+                        f"the loss or the state became NaN or infinite within steps "
+                        f"{first + 1}..{end}")
+
+
+def finite(arrays: dict[str, np.ndarray]) -> bool:
+    """Whether every array of the dict is free of NaN and infinities."""
     return all(np.isfinite(a).all() for a in arrays.values())
 
 
-class Training:
+class Training(CheckedRun):
     """A run in progress: the model on the device, the run's data order and its losses.
 
     Make one with ``start`` (fresh weights) or ``resume`` (a checkpoint), advance
@@ -135,6 +224,7 @@ class Training:
         self.seconds = 0.0  # time spent in this object's calls
         self.init_from = ""  # the model the run started from (train --init-from), if any
         self.pacer = CallPacer(settings.steps_per_call)
+        self.trust()  # a fresh model, or a checkpoint's (checkpoint.load refuses NaN)
 
     @classmethod
     def start(cls, rt: Runtime, docs: list[str], settings: TrainSettings, config: GPTConfig,
@@ -237,44 +327,24 @@ class Training:
                                   s.beta2, s.eps)
         return losses, int(n_pos.sum())
 
-    def _state_finite(self) -> bool:
-        m, v = self.model.adam()
-        return _finite(self.model.params()) and _finite(m) and _finite(v)
+    def replay(self, first: int, k: int) -> np.ndarray:
+        """CheckedRun's: steps first+1..first+k, their losses recorded."""
+        losses, _ = self._call(first, k)
+        self._record(first, losses)
+        return losses
 
-    def _diverged(self, before, first: int, k: int) -> Diverged:
-        """Replay steps first+1..first+k one at a time from state ``before`` to find the
-        first bad one; leave the model at the state just before it."""
-        for j in range(k):
-            self.model.state = before
-            (loss,), _ = self._call(first + j, 1)
-            what = None
-            if not math.isfinite(float(loss)):
-                what = f"the loss is {float(loss)}"
-            elif not self._state_finite():
-                what = "a gradient or parameter became infinite or NaN"
-            if what is not None:
-                ranks = bad_ranks(self.model)
-                self.model.state = before
-                self.step = first + j
-                return Diverged(first + j + 1, self.settings.num_steps, what, ranks)
-            self._record(first + j, np.array([loss], np.float32))
-            before = self.model.state
-        # Not reproduced one step at a time (only possible on a non-deterministic
-        # backend): name the call's range.
-        self.model.state = before
-        self.step = first + k
-        return Diverged(first + 1, self.settings.num_steps,
-                        f"the loss or state became NaN or infinite within steps "
-                        f"{first + 1}..{first + k}")
+    def rewind(self, step: int) -> None:
+        """CheckedRun's: the losses after ``step`` are forgotten (``losses`` is a view)."""
+        self.step = step
 
     def run(self, until: int | None = None, progress: Progress | None = None,
             report_every: int = 100, should_stop: Callable[[], bool] | None = None) -> None:
         """Train up to step ``until`` (default: the end), at most settings.steps_per_call
         steps a call and about pacing.CALL_SECONDS per call.
 
-        After each call the losses and the whole state (parameters, Adam's
-        moments) are checked; on a NaN or infinity the run is put back to the
-        last good step and Diverged is raised. ``should_stop()`` is asked after
+        After each call its losses are checked (and the whole state at each
+        ``checkpoint``: CheckedRun); on a NaN or infinity the run is put back to
+        the last good step and Diverged is raised. ``should_stop()`` is asked after
         each call: when true, run returns early (the call's steps are done).
         ``progress`` is called after the call that crosses each multiple of
         report_every steps, and after step ``until``.
@@ -286,8 +356,8 @@ class Training:
             before, first = self.model.state, self.step
             t0 = time.perf_counter()
             losses, positions = self._call(first, k)
-            if not (np.isfinite(losses).all() and self._state_finite()):
-                raise self._diverged(before, first, k)
+            if not np.isfinite(losses).all():
+                raise self.call_diverged(before, first, first + k)
             self.pacer.record(k, time.perf_counter() - t0)
             self.seconds += time.perf_counter() - t0
             self._record(first, losses)
@@ -298,7 +368,7 @@ class Training:
                 now = time.perf_counter()
                 rate = (self.positions - last_pos) / max(now - last_t, 1e-9)
                 progress(self.step, self.settings.num_steps,
-                         float(np.mean(self._losses[last_step:self.step])), rate)
+                         float(np.mean(self._losses[last_step:self.step])), rate, last_step + 1)
                 last_t, last_step, last_pos = now, self.step, self.positions
             if should_stop is not None and should_stop():
                 break
@@ -307,9 +377,11 @@ class Training:
     def checkpoint(self) -> Checkpoint:
         """Everything needed to continue the run, ready for checkpoint.save.
 
-        Its state is finite: ``run`` never leaves a NaN or infinity behind.
+        Raises Diverged (CheckedRun.checked) when the state holds a NaN or an
+        infinity, after putting the run back to the last finite step.
         """
-        m, v = self.model.adam()
+        params, (m, v) = self.model.params(), self.model.adam()
+        self.checked((params, m, v))
         s, d = self.settings, self.data
         train = {"num_steps": s.num_steps, "lr": float(s.lr), "beta1": float(s.beta1),
                  "beta2": float(s.beta2), "eps": float(s.eps), "seed": s.seed,
@@ -318,7 +390,7 @@ class Training:
                  "cursor": self.step * s.batch_size}
         if self.init_from:
             train["init_from"] = self.init_from
-        return Checkpoint(self.model.config, list(self.vocab.chars), self.model.params(), m, v,
+        return Checkpoint(self.model.config, list(self.vocab.chars), params, m, v,
                           self.step, train, self.losses.copy())
 
 
