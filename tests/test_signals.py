@@ -27,20 +27,25 @@ def _run_until_progress(args: list[str]) -> subprocess.Popen:
     raise AssertionError(f"no progress line; stderr: {p.stderr.read()}")
 
 
+def _long_run(tmp_path, kind: str, out) -> list[str]:
+    """`train` options of a run of STEPS steps writing ``out``: microgpt on names, or
+    GPT-2 on text."""
+    if kind == "names":
+        return ["--data", str(small_data(tmp_path)), "--out", str(out)]
+    text = tmp_path / "t.txt"
+    text.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
+    return ["--arch", "gpt2", "--data-format", "text", "--data", str(text), "--n-embd", "16",
+            "--n-layer", "1", "--block-size", "16", "--batch-size", "2", "--eval-every",
+            "100000", "--eval-iters", "1", "--out", str(out)]
+
+
 @pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)],
                          ids=["SIGTERM", "SIGHUP"])
 @pytest.mark.parametrize("kind", ["names", "text"])
 def test_signal_saves_and_exits_with_its_status(tmp_path, sig, status, kind):
     need_backend("c")
     out = tmp_path / "m.safetensors"
-    if kind == "names":
-        args = ["--data", str(small_data(tmp_path)), "--out", str(out)]
-    else:
-        text = tmp_path / "t.txt"
-        text.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
-        args = ["--arch", "gpt2", "--data-format", "text", "--data", str(text), "--n-embd", "16",
-                "--n-layer", "1", "--block-size", "16", "--batch-size", "2", "--eval-every",
-                "100000", "--eval-iters", "1", "--out", str(out)]
+    args = _long_run(tmp_path, kind, out)
     p = _run_until_progress(args)
     p.send_signal(sig)
     _, err = p.communicate(timeout=120)
@@ -213,14 +218,7 @@ def test_closed_stdout_saves_and_exits_141(tmp_path, kind):
     nothing)."""
     need_backend("c")
     out = tmp_path / "m.safetensors"
-    if kind == "names":
-        args = ["--data", str(small_data(tmp_path)), "--out", str(out)]
-    else:
-        text = tmp_path / "t.txt"
-        text.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:20000])
-        args = ["--arch", "gpt2", "--data-format", "text", "--data", str(text), "--n-embd", "16",
-                "--n-layer", "1", "--block-size", "16", "--batch-size", "2", "--eval-every",
-                "100000", "--eval-iters", "1", "--out", str(out)]
+    args = _long_run(tmp_path, kind, out)
     p = _run_until_progress(args)  # as `| head -2`: the reader leaves after a few lines
     p.stdout.close()
     err = p.stderr.read()
