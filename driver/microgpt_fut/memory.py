@@ -13,12 +13,11 @@ honest):
   parameters), and at a save the host's copies of all three and their
   serialised bytes (20 per parameter for microgpt, 24 for GPT-2, whose Conv1D
   tensors are transposed copies): STATE_FLOATS;
-- activations kept for the backward pass, per document in flight: GPT-2's
-  (``vjp2``) go through a batch one document at a time on c and multicore
-  (measured: the peak does not grow with --batch-size), microgpt's backward by
-  hand (c and multicore) holds the whole batch's, and opencl and cuda map all B
-  documents at once (fitted to pocl at n_embd 64 and 128 only: rough for GPUs,
-  whose measurement is the GPU benchmark's job);
+- activations kept for the backward pass, per document in flight: both
+  models' backward by hand (c and multicore: model_grad.fut, gpt2_grad.fut)
+  holds the whole batch's, and opencl and cuda map all B documents at once
+  (fitted to pocl at n_embd 64 and 128 only: rough for GPUs, whose measurement
+  is the GPU benchmark's job);
 - token arrays on the host: the data's encoded documents or text, and one
   call's batches (--steps-per-call steps of B x (block_size + 1) int64) or an
   evaluation's (--eval-iters batches);
@@ -84,11 +83,8 @@ def training_need(config: GPTConfig, backend: str, batch_size: int, steps_per_ca
     per_position = L * (ACT_PER_LAYER.get(backend, 150) * C + config.n_head * T) + 2 * V
     if backend not in ("c", "multicore"):
         per_position += GPU_PER_POSITION_C2 * C * C
-    # GPT-2's vjp2 holds one document's activations on the CPU (measured); microgpt's
-    # backward by hand, and the GPU backends, the whole batch's
-    one_at_a_time = config.arch == "gpt2" and backend in ("c", "multicore")
-    in_flight = contexts if one_at_a_time else batch_size
-    activations = in_flight * T * per_position * FLOAT
+    # every backend holds the whole batch's (c and multicore: the backward by hand)
+    activations = batch_size * T * per_position * FLOAT
     batch = steps_per_call * grad_accum * batch_size * (T + 1) * INT
     evaluation = eval_iters * batch_size * (T + 1) * INT
     tokens = 2 * data_tokens * INT + 3 * max(batch, evaluation)  # index, rows, device copy
