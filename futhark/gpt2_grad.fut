@@ -14,6 +14,7 @@ import "nn"
 import "gpt2_model"
 import "layers"
 import "layout"
+import "tensor"
 
 -- | One block's forward (gpt2_model.fut's `block`) on x: [N][C], B rows of n
 -- positions, and what its backward needs (LayerNorm's outputs and GELU's are
@@ -27,7 +28,7 @@ def block_forward [V][C][T][L][F][N] (p: params [V][C][T][L][F]) (h: hyper) (H: 
   let x_mid = add2 x (dense h.bias p.attn_proj_w[li] p.attn_proj_b[li] a)
   let xn2 = map (layer_norm h.bias p.ln_2_w[li] p.ln_2_b[li]) x_mid
   let hid = dense h.bias p.c_fc_w[li] p.c_fc_b[li] xn2
-  let x_out = add2 x_mid (dense h.bias p.mlp_proj_w[li] p.mlp_proj_b[li] (map (map gelu) hid))
+  let x_out = add2 x_mid (dense h.bias p.mlp_proj_w[li] p.mlp_proj_b[li] (map_2d gelu hid))
   in (x_out, {x, q, k, v, att, a, x_mid, h = hid})
 
 -- | One block's gradients: c_attn's weight [3][C][C] and bias [3][C], then
@@ -42,8 +43,8 @@ type block_grad [C][F] =
 def block_backward [V][C][T][L][F][N][B][n][H] (p: params [V][C][T][L][F]) (h: hyper) (li: i64)
                    (s: saved [N][B][n][C][F][H]) (dx_out: [N][C]f32) : ([N][C]f32, block_grad [C][F]) =
   -- MLP: x_out = x_mid + c_proj(gelu(c_fc(ln_2 x_mid)))
-  let (dg, d_proj_w, d_proj_b) = dense_backward h.bias (map (map gelu) s.h) p.mlp_proj_w[li] dx_out
-  let dhid = map2 (map2 gelu_backward) s.h dg
+  let (dg, d_proj_w, d_proj_b) = dense_backward h.bias (map_2d gelu s.h) p.mlp_proj_w[li] dx_out
+  let dhid = map2_2d gelu_backward s.h dg
   let xn2 = map (layer_norm h.bias p.ln_2_w[li] p.ln_2_b[li]) s.x_mid
   let (dxn2, d_fc_w, d_fc_b) = dense_backward h.bias xn2 p.c_fc_w[li] dhid
   let (d_ln2_w, d_ln2_b) = layer_norm_params_backward h.bias s.x_mid dxn2
@@ -133,7 +134,7 @@ def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper)
                 mlp_proj_w = mlp_proj_w with [li] = d.mlp_proj_w,
                 mlp_proj_b = mlp_proj_b with [li] = d.mlp_proj_b })
   -- the embeddings: x0 = wte[token] + wpe[position]; wte also has the head's gradient
-  let d_wte = map2 (map2 (+)) d_wte_head (embedding_backward V inputs dx)
+  let d_wte = add2 d_wte_head (embedding_backward V inputs dx)
   in (loss, { wte = d_wte, wpe = embedding_backward T positions dx,
               c_attn_w = g.c_attn_w, c_attn_b = g.c_attn_b, attn_proj_w = g.attn_proj_w,
               attn_proj_b = g.attn_proj_b, ln_1_w = g.ln_1_w, ln_1_b = g.ln_1_b, ln_2_w = g.ln_2_w,

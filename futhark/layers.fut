@@ -13,6 +13,7 @@
 -- n positions of D = C / H channels.
 
 import "nn"
+import "tensor"
 
 -- | a as [m][n], laid out afresh in row-major order (a bare `transpose`, even
 -- copied, stays a strided view of a's memory).  Element by element: a tiled
@@ -44,10 +45,13 @@ def dot4 [K] (w: [K]f32) (xs: [4][K]f32) : (f32, f32, f32, f32) =
 def matmul4 [N][K][M] (x: [N][K]f32) (w: [M][K]f32) : [N][M]f32 =
   let G = (N + 3) / 4
   let (x, w) = (opaque x, opaque w)
-  let x4 = opaque (tabulate (4 * G) (\i -> if i < N then x[i] else replicate K 0))
+  -- x itself where N is a multiple of 4, and the result's first N rows as a
+  -- slice: copied row by row, these cost a runtime call (lmad_copy) per row
+  let x4 = if N == 4 * G then x :> [4 * G][K]f32
+           else opaque (tabulate (4 * G) (\i -> if i < N then x[i] else replicate K 0))
   let y4 = tabulate G (\g -> let (a, b, c, d) = unzip4 (map (`dot4` (x4[4 * g:4 * g + 4] :> [4][K]f32)) w)
                              in [a, b, c, d])
-  in opaque (tabulate N (\i -> y4[i / 4, i % 4]))
+  in (flatten y4)[:N] :> [N][M]f32
 
 -- | The backward of `matmul` (and `matmul4`): dx = dy w: [N][K] and dw = dy^T x:
 -- [M][K] for dy: [N][M] (llm.c's matmul_backward), both by `matmul4`.  dw is made an array of its own
@@ -184,7 +188,8 @@ def flat_batch [B][n] (N: i64) (inputs: [B][n]i64) (targets: [B][n]i64) (n_pos: 
   in (flat inputs, flat targets, flat (replicate B (iota n)),
       flat (map (\np -> map (\t -> if t < np then 1 / total else 0) (iota n)) n_pos))
 
-def add2 [N][C] (a: [N][C]f32) (b: [N][C]f32) : [N][C]f32 = map2 (map2 (+)) a b
+-- | a + b, as one flat loop (tensor.fut: nested maps copied each row).
+def add2 [N][C] (a: [N][C]f32) (b: [N][C]f32) : [N][C]f32 = map2_2d (+) a b
 
 -- | Row b's n positions of x: [N][C].
 def doc [N][C] (n: i64) (x: [N][C]f32) (b: i64) : [n][C]f32 = x[b * n:(b + 1) * n] :> [n][C]f32
