@@ -37,6 +37,10 @@ CONTEXT_FLOATS = 5  # each further --threads context: its own parameters, moment
 # float32 kept per position of a document in flight: ACT_PER_LAYER * n_embd per layer,
 # the [T] attention scores of each head, and the logits and their gradient (2 * V)
 ACT_PER_LAYER = {"c": 24, "multicore": 24, "opencl": 150, "cuda": 150}
+# GPT-2's backward by hand (gpt2_grad.fut) keeps more per layer (LayerNorms, GELU's
+# hidden layer, biases): 37 measured on c (n_embd 128, 4 layers, block 64, the peak at
+# batch 96 less the peak at batch 12)
+ACT_PER_LAYER_GPT2 = {"c": 40, "multicore": 40}
 # opencl/cuda also hold about 11 n_embd^2 floats per position (measured on pocl at n_embd
 # 128: 23 MB a document of 32 positions, with the layers' count hardly mattering; the
 # flattened version Futhark picks at that size keeps [C][C] products per position)
@@ -80,7 +84,10 @@ def training_need(config: GPTConfig, backend: str, batch_size: int, steps_per_ca
     P, T, L, C, V = (config.num_params(), config.block_size, config.n_layer, config.n_embd,
                      config.vocab_size)
     state = (STATE_FLOATS + CONTEXT_FLOATS * (contexts - 1)) * P * FLOAT
-    per_position = L * (ACT_PER_LAYER.get(backend, 150) * C + config.n_head * T) + 2 * V
+    per_layer = ACT_PER_LAYER.get(backend, 150)
+    if config.arch == "gpt2":
+        per_layer = ACT_PER_LAYER_GPT2.get(backend, per_layer)
+    per_position = L * (per_layer * C + config.n_head * T) + 2 * V
     if backend not in ("c", "multicore"):
         per_position += GPU_PER_POSITION_C2 * C * C
     # every backend holds the whole batch's (c and multicore: the backward by hand)
