@@ -65,8 +65,8 @@ def block_backward [V][C][T][L][F][N][B][n][H] (p: params [V][C][T][L][F]) (h: h
             ln_1_w = d_ln1_w, ln_1_b = d_ln1_b, ln_2_w = d_ln2_w, ln_2_b = d_ln2_b,
             c_fc_w = d_fc_w, c_fc_b = d_fc_b, mlp_proj_w = d_proj_w, mlp_proj_b = d_proj_b })
 
--- | The batch's positions (`flat_batch`) and the embeddings wte[token] +
--- wpe[position] of its N = B*n positions, the input of the first block.
+-- | The first block's input: wte[token] + wpe[position] at each of the N = B*n
+-- positions (`flat_batch`'s inputs and positions).
 def embed [V][C][T][L][F][N] (p: params [V][C][T][L][F]) (inputs: [N]i64) (positions: [N]i64)
           : [N][C]f32 =
   map2 (\tok t -> map2 (+) p.wte[tok] p.wpe[t]) inputs positions
