@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from . import REPO_ROOT, RESULTS_DIR, DATA_DIR
@@ -38,6 +38,7 @@ SUMMARY_COLUMNS = ["backend", "steps", "wall_s", "train_s", "eval_s", "setup_s",
                    "n_params", "threads", "measured_at", "notes"]
 EVAL_COLUMNS = ["backend", "step", "train_loss", "val_loss"]
 LOSS_COLUMNS = ["backend", "step", "loss", "grad_norm"]
+THREADED = "c-threads"  # --backends name of c with --threads (the torch baseline's count)
 FILES = {"summary": "recipe.csv", "evals": "recipe_evals.csv", "losses": "recipe_losses.csv",
          "plot": "recipe_val_loss.png"}
 
@@ -70,6 +71,7 @@ class RecipeSpec:
     seed: int = 1337
     steps_per_call: int = 50
     data: str = str(DATA_DIR / "tinyshakespeare.txt")
+    threads: int = 1  # our --threads: each step's windows split over this many c contexts
 
     def recipe(self):
         from microgpt_fut.gpt2 import Recipe
@@ -84,7 +86,8 @@ class RecipeSpec:
         from microgpt_fut.text_training import TextSettings
 
         return TextSettings(self.steps, self.batch_size, self.recipe(), self.grad_accum,
-                            self.eval_every, self.eval_iters, self.seed, self.steps_per_call)
+                            self.eval_every, self.eval_iters, self.seed, self.steps_per_call,
+                            self.threads)
 
     def config(self, vocab_size: int):
         from microgpt_fut.gpt2 import GPT2Config
@@ -119,13 +122,15 @@ def _result(backend: str, spec: RecipeSpec, *, wall_s, train_s, setup_s, positio
 
 
 def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
-    """One run on our ``backend`` through TextTraining, as ``microgpt-fut train`` runs it.
+    """One run on our ``backend`` through TextTraining, as ``microgpt-fut train`` runs it
+    (``c-threads``: c with ``--threads spec.threads``).
     wall_s: all of ``TextTraining.run`` (training calls, batches, evaluations); train_s:
     the training calls only; setup_s: the context, the text and the initialisation."""
     from microgpt_fut.runtime import Runtime
     from microgpt_fut.text_training import TextTraining
 
     t0 = time.perf_counter()
+    label, backend = backend, ("c" if backend == THREADED else backend)
     rt = Runtime(backend, quiet=True, program="gpt2")
     data = spec.load()
     config = spec.config(data.vocab.size)
@@ -135,9 +140,9 @@ def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
     t0 = time.perf_counter()
     run.run(on_eval=None if quiet else _say(backend))
     wall_s = time.perf_counter() - t0
-    out = _result(backend, spec, wall_s=wall_s, train_s=run.seconds, setup_s=setup_s,
+    out = _result(label, spec, wall_s=wall_s, train_s=run.seconds, setup_s=setup_s,
                   positions=run.positions, evals=run.evals, losses=run.losses, norms=run.norms,
-                  n_params=config.num_params(), threads=None)
+                  n_params=config.num_params(), threads=spec.threads if label == THREADED else None)
     out["eval_s"] = wall_s - run.seconds
     rt.close()
     return out
@@ -304,8 +309,8 @@ def table(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
-STYLE = {"c": ("tab:blue", "o"), "multicore": ("tab:orange", "s"), "opencl": ("tab:green", "^"),
-         "cuda": ("tab:purple", "v"), "torch": ("black", "D")}
+STYLE = {"c": ("tab:blue", "o"), THREADED: ("tab:cyan", "P"), "multicore": ("tab:orange", "s"),
+         "opencl": ("tab:green", "^"), "cuda": ("tab:purple", "v"), "torch": ("black", "D")}
 
 
 def plot(evals: list[dict], losses: list[dict], path: Path) -> None:
@@ -358,7 +363,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=d.steps, help="training steps (default %(default)s)")
     p.add_argument("--backends", default="c",
-                   help="comma-separated backends with GPT-2's library (default %(default)s)")
+                   help=f"comma-separated backends with GPT-2's library, and {THREADED} (c with "
+                        "--threads, the number below) (default %(default)s)")
     p.add_argument("--torch", action=argparse.BooleanOptionalAction, default=True,
                    help="run the PyTorch baseline too (default: yes)")
     p.add_argument("--out-dir", type=Path, default=RESULTS_DIR, help="output folder")
@@ -375,7 +381,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seed of the initial weights, windows and evaluation batches "
                         "(default %(default)s, nanoGPT's)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                   help="torch.set_num_threads (default: nproc = %(default)s)")
+                   help=f"torch.set_num_threads, and {THREADED}'s --threads (default: nproc = "
+                        "%(default)s)")
     p.add_argument("--torch-device", default="cpu", choices=("cpu", "cuda"),
                    help="where the PyTorch baseline runs (default %(default)s)")
     p.add_argument("--omp-wait-policy", default="",
@@ -391,6 +398,8 @@ def _worker(args) -> int:
     if args.worker == "torch":
         out = run_torch(spec, args.threads, args.torch_device)
     else:
+        if args.worker == THREADED:
+            spec = replace(spec, threads=args.threads)
         out = run_ours(args.worker, spec)
     args.result.write_text(json.dumps(out))
     return 0
@@ -408,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     for b in backends:
         if b == "torch":
             raise SystemExit("torch is not one of --backends: it runs unless --no-torch")
-        if b not in built:
+        if (b if b != THREADED else "c") not in built:
             raise SystemExit(f"backend {b!r} has no GPT-2 library (built: "
                              f"{', '.join(built) or 'none'}); run BACKENDS=gpt2_{b} ./build.sh")
     if args.torch:

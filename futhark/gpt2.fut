@@ -9,6 +9,7 @@
 -- c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b, ln_f_w, ln_f_b.
 
 import "gpt2_model"
+import "gpt2_grad"
 import "train"
 import "sample"
 

@@ -14,6 +14,7 @@ import "rng"
 import "layout"
 import "tensor"
 import "attention"
+import "layers"
 
 -- | Run-time settings that are not sizes: the number of heads, and whether the
 -- linear layers and LayerNorms have biases.
@@ -100,14 +101,6 @@ def init_params (seed: i64) (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) : param
        mlp_proj_w = layers 3 proj_std C F, mlp_proj_b = zeros C,
        ln_f_w = replicate C 1, ln_f_b = replicate C 0 }
 
--- | LayerNorm (Ba et al. 2016) with eps 1e-5, as torch's: (x - mean) /
--- sqrt(var + eps) * w (+ b), var biased.
-def layer_norm [n] (bias: bool) (w: [n]f32) (b: [n]f32) (x: [n]f32) : [n]f32 =
-  let mean = f32.sum x / f32.i64 n
-  let xc = map (\v -> v - mean) x
-  let r = 1 / f32.sqrt (dot xc xc / f32.i64 n + 1e-5)
-  in map3 (\v w b -> let y = v * r * w in if bias then y + b else y) xc w b
-
 -- | A linear layer: W x (+ b), w: [nout][nin].
 def affine [nin][nout] (bias: bool) (w: [nout][nin]f32) (b: [nout]f32) (x: [nin]f32) : [nout]f32 =
   map2 (\wo bo -> let y = dot wo x in if bias then y + bo else y) w b
@@ -117,10 +110,6 @@ def affine_rows [n][nin][nout] (bias: bool) (w: [nout][nin]f32) (b: [nout]f32)
                 (xs: [n][nin]f32) : [n][nout]f32 =
   let y = linear_rows w xs
   in if bias then map (map2 (+) b) y else y
-
--- | GPT-2's GELU, the tanh approximation (Hendrycks & Gimpel 2016).
-def gelu (x: f32) : f32 =
-  0.5 * x * (1 + f32.tanh (0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 -- | Causal self-attention on xn: [T][C] (LayerNorm'ed): q, k, v = c_attn(xn),
 -- heads of D = C/n_head columns, then c_proj.  Two formulations of the same
@@ -203,28 +192,3 @@ def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens
           keys, values)
   -- the head (`head`) with wte's rows outermost
   in (linear_rows p.wte (map (layer_norm h.bias p.ln_f_w p.ln_f_b) x), keys, values)
-
--- | The mean next-token NLL of a batch and its gradient, by reverse-mode AD
--- of `gpt_seq` (`loss_grad` of gpt_model.fut).
-def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [B][T1]i64)
-              (n_pos: [B]i64) : (f32, params [V][C][T][L][F]) =
-  let (rows, targets) = batch_rows T tokens n_pos
-  in vjp2 (\q -> mean_nll (map (gpt_seq q h) rows) targets n_pos) p 1
-
--- | GPT-2 as a `gpt_model` (gpt_model.fut).
-module gpt2_model = {
-  type hyper = hyper
-  type params [V][C][T][L][F] = params [V][C][T][L][F]
-  def params_map2 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b = params_map2 f a b
-  def params_map3 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3 f a b c
-  def params_map3_decay [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3_decay f a b c
-  def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) = params_sum_sq p
-  def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64) =
-    gpt_seq p h tokens
-  def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [B][T1]i64)
-                (n_pos: [B]i64) = loss_grad p h tokens n_pos
-  def by_document = true
-  def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64)
-                 (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32) =
-    gpt_tokens p h tokens pos keys values
-}

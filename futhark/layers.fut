@@ -13,6 +13,7 @@
 -- n positions of D = C / H channels.
 
 import "nn"
+import "tensor"
 
 -- | a as [m][n], laid out afresh in row-major order (a bare `transpose`, even
 -- copied, stays a strided view of a's memory).  Element by element: a tiled
@@ -44,10 +45,13 @@ def dot4 [K] (w: [K]f32) (xs: [4][K]f32) : (f32, f32, f32, f32) =
 def matmul4 [N][K][M] (x: [N][K]f32) (w: [M][K]f32) : [N][M]f32 =
   let G = (N + 3) / 4
   let (x, w) = (opaque x, opaque w)
-  let x4 = opaque (tabulate (4 * G) (\i -> if i < N then x[i] else replicate K 0))
+  -- x itself where N is a multiple of 4, and the result's first N rows as a
+  -- slice: copied row by row, these cost a runtime call (lmad_copy) per row
+  let x4 = if N == 4 * G then x :> [4 * G][K]f32
+           else opaque (tabulate (4 * G) (\i -> if i < N then x[i] else replicate K 0))
   let y4 = tabulate G (\g -> let (a, b, c, d) = unzip4 (map (`dot4` (x4[4 * g:4 * g + 4] :> [4][K]f32)) w)
                              in [a, b, c, d])
-  in opaque (tabulate N (\i -> y4[i / 4, i % 4]))
+  in (flatten y4)[:N] :> [N][M]f32
 
 -- | The backward of `matmul` (and `matmul4`): dx = dy w: [N][K] and dw = dy^T x:
 -- [M][K] for dy: [N][M] (llm.c's matmul_backward), both by `matmul4`.  dw is made an array of its own
@@ -63,6 +67,65 @@ def rmsnorm_backward [n] (x: [n]f32) (dy: [n]f32) : [n]f32 =
   let s = 1 / f32.sqrt (dot x x / f32.i64 n + 1e-5)
   let c = s * s * s * dot x dy / f32.i64 n
   in map2 (\xi dyi -> s * dyi - c * xi) x dy
+
+-- | x: [n] minus its mean, over its standard deviation (biased, eps 1e-5):
+-- LayerNorm before its weight and bias.
+def normalised [n] (x: [n]f32) : [n]f32 =
+  let mean = f32.sum x / f32.i64 n
+  let xc = map (\v -> v - mean) x
+  let r = 1 / f32.sqrt (dot xc xc / f32.i64 n + 1e-5)
+  in map (* r) xc
+
+-- | LayerNorm (Ba et al. 2016) with eps 1e-5, as torch's: (x - mean) /
+-- sqrt(var + eps) * w (+ b), var biased.
+def layer_norm [n] (bias: bool) (w: [n]f32) (b: [n]f32) (x: [n]f32) : [n]f32 =
+  map3 (\z w b -> let y = z * w in if bias then y + b else y) (normalised x) w b
+
+-- | The backward of `layer_norm` at x: [n] for dy: [n], with respect to x
+-- (llm.c's layernorm_backward): with z = normalised x and g = w dy,
+-- dx = (g - mean(g) - z mean(g z)) / sqrt(var + eps).
+def layer_norm_backward [n] (w: [n]f32) (x: [n]f32) (dy: [n]f32) : [n]f32 =
+  let mean = f32.sum x / f32.i64 n
+  let xc = map (\v -> v - mean) x
+  let r = 1 / f32.sqrt (dot xc xc / f32.i64 n + 1e-5)
+  let z = map (* r) xc
+  let g = map2 (*) w dy
+  let (mg, mgz) = (f32.sum g / f32.i64 n, dot g z / f32.i64 n)
+  in map2 (\gi zi -> (gi - mg - zi * mgz) * r) g z
+
+-- | The sum of the N rows of a: [N][M] (a bias's gradient), read as contiguous rows
+-- of the transpose.
+def col_sums [N][M] (a: [N][M]f32) : [M]f32 = map f32.sum (transposed a)
+
+-- | The gradients of `layer_norm`'s weight and bias over the N rows xs: [N][n] for
+-- dys: [N][n] (the bias's zero without `bias`).
+def layer_norm_params_backward [N][n] (bias: bool) (xs: [N][n]f32) (dys: [N][n]f32)
+                               : ([n]f32, [n]f32) =
+  (col_sums (map2 (\x dy -> map2 (*) (normalised x) dy) xs dys),
+   if bias then col_sums dys else replicate n 0)
+
+-- | GPT-2's GELU, the tanh approximation (Hendrycks & Gimpel 2016), with
+-- `tanh_fast` (vectorised; f32.tanh took half of a training step's time).
+def gelu (x: f32) : f32 =
+  0.5 * x * (1 + tanh_fast (0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+-- | The backward of `gelu` at x for dy (llm.c's gelu_backward, with sech^2 as
+-- 1 - tanh^2).
+def gelu_backward (x: f32) (dy: f32) : f32 =
+  let s = 0.7978845608028654f32
+  let t = tanh_fast (s * (x + 0.044715 * x * x * x))
+  in dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * s * (1 + 3 * 0.044715 * x * x))
+
+-- | A linear layer on every row of x: [N][K]: x w^T (+ b), w: [M][K] (`matmul4`).
+def dense [N][K][M] (bias: bool) (w: [M][K]f32) (b: [M]f32) (x: [N][K]f32) : [N][M]f32 =
+  let y = matmul4 x w
+  in if bias then map (map2 (+) b) y else y
+
+-- | The backward of `dense` for dy: [N][M]: dx, dw and db (zero without `bias`).
+def dense_backward [N][K][M] (bias: bool) (x: [N][K]f32) (w: [M][K]f32) (dy: [N][M]f32)
+                   : ([N][K]f32, [M][K]f32, [M]f32) =
+  let (dx, dw) = matmul_backward x w dy
+  in (dx, dw, if bias then col_sums dy else replicate M 0)
 
 -- | Head h's D = C/H columns of every row of x: [n][C], as [H][n][D].  Copied
 -- into an array of their own (`opaque`): fused into the products that read them,
@@ -114,3 +177,67 @@ def attention_backward [n][C][H] (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f32)
 -- w (softmax(logits) - onehot(target)).
 def nll_backward [V] (w: f32) (logits: [V]f32) (target: i64) : [V]f32 =
   map2 (\i p -> w * (p - f32.bool (i == target))) (iota V) (softmax logits)
+
+-- | A batch's N = B*n positions (row b*n + t is position t of row b), from
+-- `batch_rows`'s inputs and targets [B][n]: each one's input token, target,
+-- position, and weight in the mean loss (1/total where it counts, else 0).
+def flat_batch [B][n] (N: i64) (inputs: [B][n]i64) (targets: [B][n]i64) (n_pos: [B]i64)
+               : ([N]i64, [N]i64, [N]i64, [N]f32) =
+  let total = f32.i64 (i64.sum n_pos)
+  let flat 't (a: [B][n]t) : [N]t = flatten a :> [N]t
+  in (flat inputs, flat targets, flat (replicate B (iota n)),
+      flat (map (\np -> map (\t -> if t < np then 1 / total else 0) (iota n)) n_pos))
+
+-- | a + b, as one flat loop (tensor.fut: nested maps copied each row).
+def add2 [N][C] (a: [N][C]f32) (b: [N][C]f32) : [N][C]f32 = map2_2d (+) a b
+
+-- | Row b's n positions of x: [N][C].
+def doc [N][C] (n: i64) (x: [N][C]f32) (b: i64) : [n][C]f32 = x[b * n:(b + 1) * n] :> [n][C]f32
+
+-- | What a block's backward reads of its forward, both models' (their attention
+-- and MLP have the same shape): activations [N][C] of the N = B*n positions
+-- (the block's input x, attention's q, k, v and output a, the residual stream
+-- between attention and MLP x_mid), the attention weights `att` [B][H][n][n],
+-- and the MLP's hidden layer before its activation `h` [N][F].
+type saved [N][B][n][C][F][H] =
+  { x: [N][C]f32, q: [N][C]f32, k: [N][C]f32, v: [N][C]f32,
+    att: [B][H][n][n]f32, a: [N][C]f32, x_mid: [N][C]f32, h: [N][F]f32 }
+
+-- | All zeros, the loop's initial value before the forward fills each layer's.
+def saved_zeros (N: i64) (B: i64) (n: i64) (C: i64) (F: i64) (H: i64) : saved [N][B][n][C][F][H] =
+  let zeros (m: i64) : [N][m]f32 = replicate N (replicate m 0)
+  in { x = zeros C, q = zeros C, k = zeros C, v = zeros C, a = zeros C, x_mid = zeros C,
+       h = zeros F, att = replicate B (replicate H (replicate n (replicate n 0))) }
+
+-- | `attention_forward` on each of the B rows of n positions of q, k, v: [N][C].
+def attention_rows [N][C] (H: i64) (B: i64) (n: i64) (q: [N][C]f32) (k: [N][C]f32) (v: [N][C]f32)
+                   : ([N][C]f32, [B][H][n][n]f32) =
+  let (a, att) = unzip (tabulate B (\b -> attention_forward H (doc n q b) (doc n k b) (doc n v b)))
+  in (flatten a :> [N][C]f32, att)
+
+-- | The backward of `attention_rows` for da: [N][C]: (dq, dk, dv).
+def attention_rows_backward [N][C][B][H][n] (q: [N][C]f32) (k: [N][C]f32) (v: [N][C]f32)
+                            (att: [B][H][n][n]f32) (da: [N][C]f32)
+                            : ([N][C]f32, [N][C]f32, [N][C]f32) =
+  let (dq, dk, dv) = unzip3 (tabulate B (\b -> attention_backward (doc n q b) (doc n k b)
+                                                                  (doc n v b) att[b] (doc n da b)))
+  in (flatten dq :> [N][C]f32, flatten dk :> [N][C]f32, flatten dv :> [N][C]f32)
+
+-- | The positions' NLLs (logits: [N][V]) summed with `weights` (`flat_batch`'s:
+-- the mean loss).
+def weighted_nll [N][V] (logits: [N][V]f32) (targets: [N]i64) (weights: [N]f32) : f32 =
+  f32.sum (map3 (\l t w -> if w > 0 then w * nll l t else 0) logits targets weights)
+
+-- | The output head for x: [N][C] and w: [V][C] (logits x w^T): the loss
+-- (`weighted_nll`), and its gradient with respect to x and w.
+def head_loss_backward [N][C][V] (x: [N][C]f32) (w: [V][C]f32) (targets: [N]i64) (weights: [N]f32)
+                       : (f32, [N][C]f32, [V][C]f32) =
+  let logits = matmul4 x w
+  let loss = weighted_nll logits targets weights
+  let (dx, dw) = matmul_backward x w (map3 nll_backward weights logits targets)
+  in (loss, dx, dw)
+
+-- | The gradient of an embedding table [m][C] whose rows is: [N] were read:
+-- the sum of d: [N][C] over the positions that read each row.
+def embedding_backward [N][C] (m: i64) (is: [N]i64) (d: [N][C]f32) : [m][C]f32 =
+  reduce_by_index (replicate m (replicate C 0)) (map2 (+)) (replicate C 0) is d

@@ -23,16 +23,21 @@ def last_layer_apart : bool = true
 -- code compiled for B = 1 (`loss_and_grad`), where the model asks for it
 -- (`by_document`): with `vjp2`'s gradient, instructions per training step on c
 -- -25% at microgpt's job, -46% at n_embd 16 B 32 (no padding to the longest
--- name), -16% at n_embd 64 B 32.  true on c only.  microgpt's backward by hand
--- takes the whole batch at once: its products then run over all B*n positions
+-- name), -16% at n_embd 64 B 32.  true on c only.  The backwards by hand (both
+-- models, `grad_by_hand`) take the whole batch at once: their products then run
+-- over all B*n positions
 -- and its weights are transposed once a step, not once a document (c,
--- tokens/s, two alternating runs each: n_embd 64 B 32 +0-36 %, n_embd 128 B 32
--- +10-23 %).
+-- microgpt's tokens/s, two alternating runs each: n_embd 64 B 32 +0-36 %,
+-- n_embd 128 B 32 +10-23 %).
 def docs_one_at_a_time : bool = true
 
--- | true: microgpt's loss gradient by its backward written by hand
--- (model_grad.fut: one product per linear layer over the batch's positions, no
--- per-position accumulation into the weights' gradients): training on c at
+-- | true: the loss gradient by the backward written by hand (microgpt's
+-- model_grad.fut, GPT-2's gpt2_grad.fut: one product per linear layer over the
+-- batch's positions, no per-position accumulation into the weights'
+-- gradients).  GPT-2 at the Shakespeare recipe's shape (n_embd 128, 4 layers,
+-- B 12 x 64 positions), c, seconds per 3 steps (bench/gpt2_grad_forms.fut):
+-- `vjp2` one document at a time 0.8-1.0, `vjp2` of the forward over all
+-- positions 0.58, by hand 0.38-0.40.  microgpt: training on c at
 -- n_embd 64 and 128 ran 1.8-2.4x faster than with `vjp2`; at n_embd 16
 -- (microgpt's job, batches of names) `vjp2` one document at a time was ~15 %
 -- faster on c, but compiling both forms doubled the c library's compile (76 ->

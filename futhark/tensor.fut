@@ -1,10 +1,12 @@
--- | Element-wise maps and sums over whole weight tensors, for the optimisers.
+-- | Element-wise maps and sums over whole tensors, for the optimisers and the
+-- activations of the backwards by hand (layers.fut).
 --
 -- Each runs as one flat loop: Adam's three results (params, m, v) then go
 -- straight to their arrays, where nested maps made the c backend write each row
 -- to a buffer and copy it (measured: 7% fewer instructions per step of
 -- microgpt's job).
 
+def map_2d [n][m] (f: f32 -> f32) (a: [n][m]f32) : [n][m]f32 = unflatten (map f (flatten a))
 def map2_2d [n][m] (f: f32 -> f32 -> f32) (a: [n][m]f32) (b: [n][m]f32) : [n][m]f32 =
   unflatten (map2 f (flatten a) (flatten b))
 def map2_3d [l][n][m] (f: f32 -> f32 -> f32) (a: [l][n][m]f32) (b: [l][n][m]f32) : [l][n][m]f32 =

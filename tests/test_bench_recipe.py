@@ -10,6 +10,7 @@ so it is imported directly.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -137,6 +138,12 @@ def test_short_run_matches_text_training(tmp_path):
     for r in (ours, theirs):
         assert r["positions"] == tokens and r["steps"] == 6
         assert 0 < r["train_s"] <= r["wall_s"] and r["train_tok_s"] > 0
+
+    # c-threads: the same run with each step's windows split over two c contexts
+    split = BR.run_ours(BR.THREADED, replace(spec, threads=2), quiet=True)
+    assert (split["backend"], split["threads"]) == (BR.THREADED, 2)
+    np.testing.assert_allclose(split["losses"], ours["losses"], atol=1e-5)
+    np.testing.assert_allclose(split["evals"], ours["evals"], atol=1e-5)
 
     rows = BR.write_results([ours, theirs], tmp_path)
     assert [r["backend"] for r in rows["summary"]] == ["c", "torch"]

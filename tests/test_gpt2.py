@@ -91,6 +91,28 @@ def test_gradients_match_finite_differences(gpt2_rt, bias):
         assert all(not grad[n].any() for n in grad if n.endswith("_b"))
 
 
+def test_gradient_by_hand_equals_vjp2s(runtime_cache):
+    """c and multicore compute the gradient by the backward written by hand
+    (futhark/gpt2_grad.fut), opencl and cuda by vjp2 of the forward (layout.fut's
+    grad_by_hand): the same gradient, every tensor, on one batch with padded rows."""
+    built = built_backends("gpt2")
+    by_hand = [b for b in ("c", "multicore") if b in built]
+    by_vjp2 = [b for b in ("opencl", "cuda") if b in built]
+    if not by_hand or not by_vjp2:
+        if in_ci():
+            pytest.fail(f"CI builds both forms; GPT-2 libraries built: {built}")
+        pytest.skip(f"needs a c/multicore and an opencl/cuda GPT-2 library (built: {built})")
+    cfg, hf, w = tiny(True)
+    n_pos = np.array([T, 2, 4])
+    ref_loss, ref = model_of(runtime_cache(by_vjp2[0], "gpt2"), cfg, hf).loss_grad(w, n_pos)
+    for b in by_hand:
+        loss, grad = model_of(runtime_cache(b, "gpt2"), cfg, hf).loss_grad(w, n_pos)
+        assert loss == pytest.approx(ref_loss, rel=1e-6), b
+        for name in ref:
+            scale = np.abs(ref[name]).max()
+            assert np.abs(grad[name] - ref[name]).max() <= 1e-5 * scale + 1e-8, (b, name)
+
+
 def test_learning_rate_schedule(gpt2_rt):
     """The kernels' get_lr (and Recipe.lr_at) equals nanoGPT's at every step of a run and
     past its end."""

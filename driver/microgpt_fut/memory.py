@@ -13,12 +13,11 @@ honest):
   parameters), and at a save the host's copies of all three and their
   serialised bytes (20 per parameter for microgpt, 24 for GPT-2, whose Conv1D
   tensors are transposed copies): STATE_FLOATS;
-- activations kept for the backward pass, per document in flight: GPT-2's
-  (``vjp2``) go through a batch one document at a time on c and multicore
-  (measured: the peak does not grow with --batch-size), microgpt's backward by
-  hand (c and multicore) holds the whole batch's, and opencl and cuda map all B
-  documents at once (fitted to pocl at n_embd 64 and 128 only: rough for GPUs,
-  whose measurement is the GPU benchmark's job);
+- activations kept for the backward pass, per document in flight: both
+  models' backward by hand (c and multicore: model_grad.fut, gpt2_grad.fut)
+  holds the whole batch's, and opencl and cuda map all B documents at once
+  (fitted to pocl at n_embd 64 and 128 only: rough for GPUs, whose measurement
+  is the GPU benchmark's job);
 - token arrays on the host: the data's encoded documents or text, and one
   call's batches (--steps-per-call steps of B x (block_size + 1) int64) or an
   evaluation's (--eval-iters batches);
@@ -38,6 +37,10 @@ CONTEXT_FLOATS = 5  # each further --threads context: its own parameters, moment
 # float32 kept per position of a document in flight: ACT_PER_LAYER * n_embd per layer,
 # the [T] attention scores of each head, and the logits and their gradient (2 * V)
 ACT_PER_LAYER = {"c": 24, "multicore": 24, "opencl": 150, "cuda": 150}
+# GPT-2's backward by hand (gpt2_grad.fut) keeps more per layer (LayerNorms, GELU's
+# hidden layer, biases): 37 measured on c (n_embd 128, 4 layers, block 64, the peak at
+# batch 96 less the peak at batch 12)
+ACT_PER_LAYER_GPT2 = {"c": 40, "multicore": 40}
 # opencl/cuda also hold about 11 n_embd^2 floats per position (measured on pocl at n_embd
 # 128: 23 MB a document of 32 positions, with the layers' count hardly mattering; the
 # flattened version Futhark picks at that size keeps [C][C] products per position)
@@ -81,14 +84,14 @@ def training_need(config: GPTConfig, backend: str, batch_size: int, steps_per_ca
     P, T, L, C, V = (config.num_params(), config.block_size, config.n_layer, config.n_embd,
                      config.vocab_size)
     state = (STATE_FLOATS + CONTEXT_FLOATS * (contexts - 1)) * P * FLOAT
-    per_position = L * (ACT_PER_LAYER.get(backend, 150) * C + config.n_head * T) + 2 * V
+    per_layer = ACT_PER_LAYER.get(backend, 150)
+    if config.arch == "gpt2":
+        per_layer = ACT_PER_LAYER_GPT2.get(backend, per_layer)
+    per_position = L * (per_layer * C + config.n_head * T) + 2 * V
     if backend not in ("c", "multicore"):
         per_position += GPU_PER_POSITION_C2 * C * C
-    # GPT-2's vjp2 holds one document's activations on the CPU (measured); microgpt's
-    # backward by hand, and the GPU backends, the whole batch's
-    one_at_a_time = config.arch == "gpt2" and backend in ("c", "multicore")
-    in_flight = contexts if one_at_a_time else batch_size
-    activations = in_flight * T * per_position * FLOAT
+    # every backend holds the whole batch's (c and multicore: the backward by hand)
+    activations = batch_size * T * per_position * FLOAT
     batch = steps_per_call * grad_accum * batch_size * (T + 1) * INT
     evaluation = eval_iters * batch_size * (T + 1) * INT
     tokens = 2 * data_tokens * INT + 3 * max(batch, evaluation)  # index, rows, device copy
