@@ -38,7 +38,7 @@ _MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
 LOSSES = "train.losses"
 NORMS = "train.grad_norms"
 CONFIGS = {"microgpt": GPTConfig, "gpt2": GPT2Config}  # arch -> config class
-DATA_FORMATS = ("lines", "text")
+DATA_FORMATS = ("lines", "text", "tokens")  # tokens: train --data-format tokens (shards)
 # text runs (nanoGPT's recipe) add: its schedule, AdamW's decay, the clip, the
 # accumulation, the evaluations, the validation split and the text's length
 _INT_KEYS = ("num_steps", "seed", "batch_size", "n_docs", "cursor", "warmup_steps",
@@ -73,7 +73,7 @@ class Checkpoint:
     evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs);
     val loss is NaN when the run has no validation split (stored as JSON null).
     tokenizer: a text model's tokenizer (tokenizer.Tokenizer). ``load`` always sets
-    it for data_format "text" (a CharVocab of ``vocab`` when the file has no
+    it for data_format "text" and "tokens" (a CharVocab of ``vocab`` when the file has no
     ``tokenizer``); ``save`` stores a CharVocab as ``vocab`` (ck.vocab may then be
     empty) and any other tokenizer as the ``tokenizer`` metadata.
     """
@@ -181,7 +181,7 @@ def save(path: str | Path, ck: Checkpoint) -> None:
                 raise ValueError(f"{name} has shape {series.shape}, expected ({ck.step},)")
             tensors[name] = series
     bad = first_nonfinite(tensors)
-    if bad is not None:  # training never hands one out (trainer.CheckedRun): a last guard
+    if bad is not None:  # training never hands one out (run.Run): a last guard
         raise CheckpointError(f"refusing to write checkpoint {str(path)!r}: tensor {bad!r} "
                               "holds NaN or infinite values")
     from safetensors.numpy import save as st_save
@@ -371,7 +371,7 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                 if n_tokens != config.vocab_size:
                     raise CheckpointError(f"{where}: vocabulary of {len(vocab)} characters does "
                                           f"not match vocab_size {config.vocab_size}")
-                if data_format == "text":
+                if data_format != "lines":
                     tok = tokenizers.CharVocab("".join(vocab))
             groups = [""] + (["adam.m.", "adam.v."] if adam else [])
             expected = {}

@@ -7,25 +7,28 @@ stream of characters with nanoGPT's recipe (text_training.py).
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Iterator
 
 import click
-import numpy as np
 
 from . import checkpoint as ckpt
 from . import cli_mpi, hf
 from . import curves
-from . import cli as _cli
-from .cli import _bad_option, _check_out, _runtime, _user_errors
-from .data_parallel import DataParallelGPT2, runtimes
+from .cli_common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
+                         lock_out, ranks_here, runtime, train_and_save, user_errors)
+from .loop import mean_loss
 from .gpt2 import GPT2Config, GPT2Model, Recipe
 from .interrupt import stdout_closed
 from .pacing import CallPacer
 from .sample_output import print_samples
 from .data import DataError, read_text
+from .family import FAMILIES, Adam, family_of
+from .model import GPTConfig
+from .shards import load_tokens
 from .text import CharVocab, load_text
 from .tokenizer import BPE_MIN_VOCAB, Tokenizer, load_tokenizer, train_bpe
 from .text_training import TextSettings, TextTraining
@@ -37,6 +40,8 @@ _FIXED = {"steps": "num_steps", "batch_size": "batch_size", "grad_accum": "grad_
           "beta1": "beta1", "beta2": "beta2", "weight_decay": "weight_decay",
           "grad_clip": "grad_clip", "val_fraction": "val_fraction"}
 _SIZES = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
+# Options of nanoGPT's recipe that microgpt's Adam does not read (and gpt2's --no-bias).
+RECIPE_ONLY = ("min_lr", "warmup_steps", "lr_decay_steps", "weight_decay", "grad_clip", "bias")
 SAMPLE_TOKENS = 200    # continuation printed after training
 SAMPLE_CHUNK = 256     # the most samples one generate call makes
 
@@ -46,40 +51,55 @@ def _opt(name: str) -> str:
 
 
 def settings_from_options(o: dict) -> TextSettings:
-    """TextSettings from the train command's options (None: the text recipe's default:
-    nanoGPT's AdamW betas (0.9, 0.95), weight decay 0.1, clip 1.0, lr 1e-3 decayed
-    to lr/10 at the last step after min(100, steps/10) warm-up steps)."""
+    """TextSettings from the train command's options (None: the default). --arch gpt2:
+    nanoGPT's recipe (AdamW betas (0.9, 0.95), weight decay 0.1, clip 1.0, lr 1e-3
+    decayed to lr/10 at the last step after min(100, steps/10) warm-up steps); --arch
+    microgpt: microgpt's Adam (lr 0.01 decayed linearly to 0, betas (0.85, 0.99))."""
     steps = o["steps"]
-    lr = o["lr"] if o["lr"] is not None else 1e-3
-    pick = lambda name, default: o[name] if o[name] is not None else default  # noqa: E731
-    recipe = Recipe(lr=lr, min_lr=pick("min_lr", lr / 10),
-                    warmup_steps=pick("warmup_steps", min(100, steps // 10)),
-                    lr_decay_steps=pick("lr_decay_steps", steps), beta1=pick("beta1", 0.9),
-                    beta2=pick("beta2", 0.95), weight_decay=pick("weight_decay", 0.1),
-                    grad_clip=pick("grad_clip", 1.0))
-    return TextSettings(steps, o["batch_size"], recipe, o["grad_accum"], pick("eval_every", 250),
-                        pick("eval_iters", 20), o["seed"], o["steps_per_call"], o["threads"])
+    pick = lambda name, default: o[name] if o.get(name) is not None else default  # noqa: E731
+    if o["arch"] == "microgpt":
+        optimizer = Adam(lr=pick("lr", 0.01), beta1=pick("beta1", 0.85), beta2=pick("beta2", 0.99))
+    else:
+        lr = pick("lr", 1e-3)
+        optimizer = Recipe(lr=lr, min_lr=pick("min_lr", lr / 10),
+                           warmup_steps=pick("warmup_steps", min(100, steps // 10)),
+                           lr_decay_steps=pick("lr_decay_steps", steps), beta1=pick("beta1", 0.9),
+                           beta2=pick("beta2", 0.95), weight_decay=pick("weight_decay", 0.1),
+                           grad_clip=pick("grad_clip", 1.0))
+    return TextSettings(steps, o["batch_size"], optimizer, o["grad_accum"],
+                        pick("eval_every", 250), pick("eval_iters", 20), o["seed"],
+                        o["steps_per_call"], o["threads"])
+
+
+def check_schedule(o: dict, settings: TextSettings) -> None:
+    """Refuse (one line, status 2) a default decay that would end inside the warm-up."""
+    r = settings.recipe
+    if isinstance(r, Recipe) and o["lr_decay_steps"] is None and \
+            r.warmup_steps >= r.lr_decay_steps:
+        raise bad_option(f"--warmup-steps {r.warmup_steps} must be less than --steps "
+                         f"{o['steps']}, where the learning rate's decay ends (or give "
+                         "--lr-decay-steps beyond the warm-up)")
 
 
 def _resume_plan(resume: Path, given: dict, steps_per_call: int, threads: int):
     """(checkpoint, settings, data path, encoding, val_fraction) of a text run to
     resume; a one-line error when a given option conflicts with it."""
     where = f"checkpoint {str(resume)!r}"
-    with _user_errors():
+    with user_errors():
         ck = ckpt.load(resume)
     for name in ("tokenizer", "vocab_size"):
         if given.get(name) is not None:
-            raise _bad_option(f"{_opt(name)} conflicts with --resume: a resumed run keeps its "
+            raise bad_option(f"{_opt(name)} conflicts with --resume: a resumed run keeps its "
                               "tokenizer; leave it out")
     t = ck.train
     for name, key in _FIXED.items():
         if name in given and given[name] is not None and key in t and given[name] != t[key]:
-            raise _bad_option(f"{_opt(name)} {given[name]} conflicts with {where}, whose run has "
+            raise bad_option(f"{_opt(name)} {given[name]} conflicts with {where}, whose run has "
                               f"{_opt(name)} {t[key]}; leave it out when resuming")
     for name in _SIZES:
         if given.get(name) is not None and given[name] != getattr(ck.config, name):
             shown = _opt(name) if name != "bias" else "--bias/--no-bias"
-            raise _bad_option(f"{shown} {given[name]} conflicts with {where}, which has "
+            raise bad_option(f"{shown} {given[name]} conflicts with {where}, which has "
                               f"{getattr(ck.config, name)}; a resumed run keeps its model")
     try:
         settings = TextSettings.from_train(t, steps_per_call, threads)
@@ -87,47 +107,61 @@ def _resume_plan(resume: Path, given: dict, steps_per_call: int, threads: int):
         raise click.ClickException(f"{where} lacks the {e.args[0]!r} metadata a text run "
                                    "needs to resume") from None
     data = given.get("data") or Path(t.get("data_path", ""))
-    if not data.is_file():
+    if ck.data_format == "tokens" and not data.is_dir():
+        raise click.ClickException(f"{where} was trained on the token shards in {str(data)!r}, "
+                                   "which are not there any more; pass --data DIR with the "
+                                   "same shards")
+    if ck.data_format == "text" and not data.is_file():
         raise click.ClickException(f"{where} was trained on data file {str(data)!r}, which is "
                                    "not there any more; pass --data FILE with the same text")
     return ck, settings, data, given.get("encoding") or t.get("encoding", "utf-8"), t["val_fraction"]
 
 
 def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
-    """`train --data-format text`: a GPT-2 on the text with nanoGPT's recipe, evaluated
-    every --eval-every steps, saved to --out with its loss curves beside it. ``world``:
-    the MPI job (cli_mpi.py) whose ranks share each step's windows, or None."""
-    source = next(((f"--{name.replace('_', '-')}", o[name]) for name in ("init_from", "resume")
-                   if o[name] is not None), None)
-    if o["arch"] != "gpt2" and source is None:
-        raise _bad_option(f"--data-format text trains --arch gpt2, not --arch {o['arch']} "
-                          "(microgpt's model trains on --data-format lines)")
-    if o["arch"] != "gpt2" and "arch" in given:
-        raise _bad_option(f"--arch {o['arch']} conflicts with {source[0]} {str(source[1])!r}, "
-                          "a gpt2 text model: leave --arch out (or give --arch gpt2)")
+    """`train --data-format text` or `tokens`: o["arch"]'s model (GPT-2 with nanoGPT's
+    recipe, or microgpt with its Adam) on a text file's stream or on token shards
+    (shards.py), evaluated every --eval-every steps, saved to --out with its loss
+    curves beside it. o: the options, with "arch" and "data_format" resolved
+    (cli._resolve_run). ``world``: the MPI job (cli_mpi.py) whose ranks share each
+    step's windows, or None."""
+    arch, fmt = o["arch"], o["data_format"]
     resume, out = o["resume"], o["out"]
     ck = init = None
+    if arch == "microgpt":
+        for name in RECIPE_ONLY:
+            if given.get(name) is not None and not (name == "bias" and given[name]):
+                shown = "--no-bias" if name == "bias" else _opt(name)
+                raise bad_option(f"{shown} applies to --arch gpt2 (nanoGPT's recipe); "
+                                 "microgpt trains with Adam (--lr, --beta1, --beta2)")
+    if fmt == "tokens":
+        for name in ("vocab_size", "val_fraction", "encoding"):
+            if given.get(name) is not None:
+                raise bad_option(f"{_opt(name)} does not apply to --data-format tokens: the "
+                                 "shards were split and tokenized by `prepare`")
+        if o["tokenizer"] in ("char", "bpe"):
+            raise bad_option(f"--tokenizer {o['tokenizer']} does not apply to --data-format "
+                             "tokens: the shards' folder has its tokenizer.json (or give "
+                             "--tokenizer PATH)")
     if o["init_from"] is not None:
-        init = _init_source(o["init_from"], given)
-    elif resume is None and o["vocab_size"] is not None and o["tokenizer"] != "bpe":
-        raise _bad_option("--vocab-size applies to --tokenizer bpe (the other tokenizers have "
+        init = _init_source(o["init_from"], given, arch)
+    elif fmt == "text" and resume is None and o["vocab_size"] is not None and \
+            o["tokenizer"] != "bpe":
+        raise bad_option("--vocab-size applies to --tokenizer bpe (the other tokenizers have "
                           "their own)")
     if resume is None:
         if o["data"] is None:
-            raise _bad_option("--data-format text needs --data FILE (a text file, e.g. "
-                              "tinyshakespeare.txt)")
+            raise bad_option("--data-format text needs --data FILE (a text file, e.g. "
+                             "tinyshakespeare.txt)" if fmt == "text" else
+                             "--data-format tokens needs --data DIR (a folder of token "
+                             "shards: `microgpt-fut prepare`)")
         settings = settings_from_options(o)
-        r = settings.recipe
-        if o["lr_decay_steps"] is None and r.warmup_steps >= r.lr_decay_steps:
-            raise _bad_option(f"--warmup-steps {r.warmup_steps} must be less than --steps "
-                              f"{o['steps']}, where the learning rate's decay ends (or give "
-                              "--lr-decay-steps beyond the warm-up)")
+        check_schedule(o, settings)
         try:
             settings.validate()
         except ValueError as e:
-            raise _bad_option(str(e)) from None
+            raise bad_option(str(e)) from None
         if init is None and o["n_embd"] % o["n_head"]:
-            raise _bad_option(f"--n-embd {o['n_embd']} is not divisible by --n-head {o['n_head']}")
+            raise bad_option(f"--n-embd {o['n_embd']} is not divisible by --n-head {o['n_head']}")
         data_path, encoding, val_fraction = o["data"], o["encoding"], o["val_fraction"]
     else:
         ck, settings, data_path, encoding, val_fraction = _resume_plan(
@@ -136,48 +170,62 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
     windows = settings.batch_size * settings.grad_accum
     cli_mpi.check_split(world, windows, f"--batch-size {settings.batch_size} x --grad-accum "
                                         f"{settings.grad_accum} = {windows} windows a step")
-    _check_out(out, data_path, resume, o["overwrite"])
-    _cli._lock_out(ctx, out)
-    with _user_errors():
+    check_out(out, data_path, resume, o["overwrite"])
+    lock_out(ctx, out)
+    with user_errors():
         curves.check_writable(out)
     device = (cli_mpi.local_device(o["backend"], o["device"], world.local_rank)
               if world is not None else o["device"])
-    rt = _runtime(o["backend"], device, quiet, program="gpt2")
-    with _user_errors():
+    rt = runtime(o["backend"], device, quiet, program=FAMILIES[arch].program)
+    with user_errors():
+        block_size = (ck.config.block_size if ck else init.config.block_size if init
+                      else o["block_size"])
         if ck is not None:
             config, tok = ck.config, ck.text_tokenizer()
         elif init is not None:
             config, tok = init.config, init.text_tokenizer()
+        elif fmt == "tokens":
+            tok = load_tokenizer(o["tokenizer"]) if o["tokenizer"] else None
         else:
             tok = _new_tokenizer(o, data_path, encoding, val_fraction)
-        data = load_text(data_path, ck.config.block_size if ck else
-                         init.config.block_size if init else o["block_size"],
-                         val_fraction, encoding, tok)
+        if fmt == "tokens":
+            data = load_tokens(data_path, block_size, tok if ck is None and init is None
+                               else None)
+        else:
+            data = load_text(data_path, block_size, val_fraction, encoding, tok)
         if ck is None and init is None:
-            config = GPT2Config(data.vocab.size, o["n_embd"], o["n_head"], o["n_layer"],
-                                o["block_size"], o["mlp_width"], o["bias"])
+            sizes = (data.vocab.size, o["n_embd"], o["n_head"], o["n_layer"], o["block_size"],
+                     o["mlp_width"])
+            config = GPT2Config(*sizes, o["bias"]) if arch == "gpt2" else GPTConfig(*sizes)
         config.validate()
-    _cli._check_memory(config, o["backend"], rt, settings.batch_size, settings.steps_per_call,
-                       data.n_tokens, settings.grad_accum,
-                       settings.threads * _cli._ranks_here(world), settings.eval_iters, out)
+    check_memory(config, o["backend"], rt, settings.batch_size, settings.steps_per_call,
+                 0 if fmt == "tokens" else data.n_tokens, settings.grad_accum,
+                       settings.threads * ranks_here(world), settings.eval_iters, out)
     exchange = world.exchange if world is not None else None
-    with _user_errors():
+    with user_errors():
         if ck is not None:
             run = TextTraining.resume(rt, ck, data, settings, exchange)
         elif init is not None:
             run = TextTraining.start(rt, data, settings, config, init.params,
-                                     _source_name(o["init_from"]), exchange)
+                                     _source_name(o["init_from"]), exchange, fmt)
         else:
-            run = TextTraining.start(rt, data, settings, config, exchange=exchange)
+            run = TextTraining.start(rt, data, settings, config, exchange=exchange,
+                                     data_format=fmt)
     kind = "characters" if isinstance(data.vocab, CharVocab) else "byte-level BPE"
-    say(f"data: {data.path} | {data.n_chars:,} characters, {data.n_tokens:,} tokens, vocab "
-        f"size {data.vocab.size} ({kind}) | train {len(data.train):,} tokens, "
-        + (f"val {len(data.val):,}" if len(data.val) else "no validation (--val-fraction 0)"))
+    if fmt == "tokens":
+        say(f"data: {data.path} | token shards, {data.n_tokens:,} tokens, vocab size "
+            f"{data.vocab.size} ({kind}) | train {len(data.train):,} tokens, "
+            + (f"val {len(data.val):,}" if len(data.val) else "no validation shards"))
+    else:
+        say(f"data: {data.path} | {data.n_chars:,} characters, {data.n_tokens:,} tokens, vocab "
+            f"size {data.vocab.size} ({kind}) | train {len(data.train):,} tokens, "
+            + (f"val {len(data.val):,}" if len(data.val) else "no validation (--val-fraction 0)"))
     if init is not None:
         say(f"starting from the weights of {str(o['init_from'])!r}"
             + (f" (step {init.step} of its run)" if init.step else ""))
-    say(f"model: gpt2, {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
-        f"block size {config.block_size}, {'with' if config.bias else 'no'} biases | "
+    biases = f", {'with' if config.bias else 'no'} biases" if arch == "gpt2" else ""
+    say(f"model: {arch}, {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
+        f"block size {config.block_size}{biases} | "
         f"num params: {config.num_params() / 1e6:.2f}M | backend: {o['backend']}"
         + cli_mpi.describe(world, settings.threads)
         + (f" ({rt.device.name})" if rt.device else ""))
@@ -185,13 +233,13 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
         say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
             + (": the run is complete, nothing to train" if run.done else ""))
     if world is not None:
-        cli_mpi.share_run(world, cli_mpi.RunSpec("text", run.checkpoint(), (data,), settings,
+        cli_mpi.share_run(world, cli_mpi.RunSpec(run.checkpoint(), run.dataset, settings,
                                                  o["backend"], o["device"], o["save_every"],
                                                  str(out)), run)
-    ours = ck.step if ck is not None and out == resume else None
+    ours = ck.step if ck is not None and out.exists() and os.path.samefile(out, resume) else None
     stopped = _train_and_save(run, out, o["save_every"], say, quiet, ours, world)
     if stopped:
-        _cli._exit_saved(ctx, stopped, run, out, world=world)
+        exit_saved(ctx, stopped, run, out, world=world)
     if run.seconds:
         say(f"trained {run.step - (ck.step if ck else 0)} steps in {run.seconds:.1f} s "
             f"({run.positions / max(run.seconds, 1e-9):,.0f} tok/s)")
@@ -199,10 +247,10 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
         say(f"final: {_eval_line(*run.evals[-1])}")
     csv_path, png_path = curves.paths(out)
     say(f"saved {out}, {csv_path.name}, {png_path.name}")
-    _cli.exit_if_stdout_closed(ctx, out, run)
+    exit_if_stdout_closed(ctx, out, run)
     n = o["samples"] if o["samples"] is not None else 1
     temperature = o["temperature"] if o["temperature"] is not None else 0.8
-    with _user_errors():
+    with user_errors():
         print_samples(iter_continuations(run.model, data.vocab, ["\n"], n, SAMPLE_TOKENS,
                                          temperature, 0, settings.seed), n, "text")
 
@@ -211,20 +259,20 @@ def _source_name(path: Path) -> str:
     return str(Path(path).resolve())
 
 
-def _init_source(path: Path, given: dict) -> ckpt.Checkpoint:
-    """The model of --init-from: a text checkpoint of ours or a Hugging Face GPT-2
-    folder (weights, sizes, tokenizer; no optimiser state). A --block-size below the
+def _init_source(path: Path, given: dict, arch: str) -> ckpt.Checkpoint:
+    """The model of --init-from: a text or tokens checkpoint of ours of ``arch``, or a
+    Hugging Face GPT-2 folder (weights, sizes, tokenizer; no optimiser state). A --block-size below the
     model's crops its positional table (nanoGPT's crop_block_size). One-line errors
     when it cannot be read, is not a GPT-2 text model, or an option conflicts."""
     where = f"--init-from {str(path)!r}"
-    with _user_errors():
+    with user_errors():
         init = hf.load_checkpoint(path) if hf.is_folder(path) else ckpt.load(path, adam=False)
-    if init.arch != "gpt2" or init.data_format != "text":
-        raise _bad_option(f"{where} is a {init.arch} model of {init.data_format}; a text run "
-                          "starts from a gpt2 text model")
+    if init.arch != arch or init.data_format == "lines":
+        raise bad_option(f"{where} is a {init.arch} model of {init.data_format}; this run "
+                         f"starts from a {arch} model of text or tokens")
     for name in ("tokenizer", "vocab_size"):
         if given.get(name) is not None:
-            raise _bad_option(f"{_opt(name)} conflicts with {where}: the run keeps the "
+            raise bad_option(f"{_opt(name)} conflicts with {where}: the run keeps the "
                               "model's tokenizer")
     for name in _SIZES:
         value = given.get(name)
@@ -233,7 +281,7 @@ def _init_source(path: Path, given: dict) -> ckpt.Checkpoint:
         if name == "block_size" and value < init.config.block_size:
             continue
         shown = _opt(name) if name != "bias" else "--bias/--no-bias"
-        raise _bad_option(f"{shown} {value} conflicts with {where}, whose model has "
+        raise bad_option(f"{shown} {value} conflicts with {where}, whose model has "
                           f"{getattr(init.config, name)}; leave it out (the model keeps its "
                           "sizes; --block-size may only be smaller)")
     T = given.get("block_size")
@@ -254,9 +302,9 @@ def _new_tokenizer(o: dict, data_path: Path, encoding: str, val_fraction: float)
         return None
     if choice == "bpe":
         if o["vocab_size"] is None:
-            raise _bad_option("--tokenizer bpe needs --vocab-size N (e.g. 1024; GPT-2 has 50257)")
+            raise bad_option("--tokenizer bpe needs --vocab-size N (e.g. 1024; GPT-2 has 50257)")
         if o["vocab_size"] < BPE_MIN_VOCAB:
-            raise _bad_option(f"--vocab-size {o['vocab_size']} is too small for --tokenizer bpe: "
+            raise bad_option(f"--vocab-size {o['vocab_size']} is too small for --tokenizer bpe: "
                               f"at least {BPE_MIN_VOCAB} (its 256 bytes and <|endoftext|>)")
         text = read_text(data_path, encoding)
         # train on the training split only (the text's first 1 - val_fraction)
@@ -285,15 +333,18 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
         except BrokenPipeError:
             stdout_closed()
 
-    title = f"{Path(run.data.path).name}: gpt2 {run.model.config.num_params() / 1e6:.2f}M params"
+    title = (f"{Path(run.data.path).name}: {run.model.config.arch} "
+             f"{run.model.config.num_params() / 1e6:.2f}M params")
 
     def progress(step, total, loss, norm, rate, first):
         if bar is not None:
             bar.update(step - bar.n)
-            bar.set_postfix_str(f"loss {loss:.4f} | norm {norm:.2f} | {rate:,.0f} tok/s")
+            grad = "" if math.isnan(norm) else f" | norm {norm:.2f}"
+            bar.set_postfix_str(f"loss {loss:.4f}{grad} | {rate:,.0f} tok/s")
         else:
-            say(f"step {step:{len(str(total))}d} / {total} | {_cli.mean_loss(loss, first, step)} "
-                f"| grad norm {norm:.4f} (step {step}) | {rate:,.0f} tok/s")
+            grad = "" if math.isnan(norm) else f"| grad norm {norm:.4f} (step {step}) "
+            say(f"step {step:{len(str(total))}d} / {total} | {mean_loss(loss, first, step)} "
+                f"{grad}| {rate:,.0f} tok/s")
 
     def on_eval(step, train_loss, val_loss):
         write(_eval_line(step, train_loss, val_loss))
@@ -310,7 +361,7 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
                                        f"{e.strerror or e}; the checkpoint is saved") from None
 
     try:
-        return _cli._train_and_save(run, out, save_every, write, ours, advance, curves_beside,
+        return train_and_save(run, out, save_every, write, ours, advance, curves_beside,
                                     world)
     finally:
         if bar is not None:
@@ -344,12 +395,8 @@ def iter_continuations(model: GPT2Model, vocab: Tokenizer, prompts: list[str], n
         k = pacer.next_k(first, total - first)
         rows_of = [ids[i // n] for i in range(first, first + k)]
         t0 = time.perf_counter()
-        if not max_new:
-            rows = np.zeros((k, 0), np.int64)
-        elif len(prompts) == 1:
-            rows = model.generate(seed, k, temperature, top_k, ids[0], max_new, first)
-        else:
-            rows = model.generate_prompts(seed, temperature, top_k, rows_of, max_new, first)
+        rows = family_of(model.config).continuations(model, seed, temperature, top_k, rows_of,
+                                                     max_new, first, len(prompts) == 1)
         pacer.record(k, time.perf_counter() - t0)
         out = []
         for i, row in enumerate(rows):
@@ -370,29 +417,28 @@ def sample(ck: ckpt.Checkpoint, o: dict) -> None:
     """`sample` of a text checkpoint (ours or a Hugging Face GPT-2 folder):
     continuations of each --prompt, -n of each."""
     if o["max_new_tokens"] < 0:
-        raise _bad_option(f"--max-new-tokens must be at least 0, got {o['max_new_tokens']}")
+        raise bad_option(f"--max-new-tokens must be at least 0, got {o['max_new_tokens']}")
     n = o["num"] if o["num"] is not None else 1
     temperature = o["temperature"] if o["temperature"] is not None else 0.8
     prompts = list(o["prompt"]) or ["\n"]
     vocab = ck.text_tokenizer()
     if any(not p for p in prompts):
-        raise _bad_option("--prompt is empty; give at least one character")
+        raise bad_option("--prompt is empty; give at least one character")
     try:  # before the backend starts; a prompt the model cannot read is a usage error
         lengths = [len(vocab.encode(p, "--prompt")) for p in prompts]
     except DataError as e:
-        raise _bad_option(str(e)) from None
+        raise bad_option(str(e)) from None
     T = ck.config.block_size
     for p, length in zip(prompts, lengths):
         if length > T:
             click.echo(f"note: --prompt {_short(p)} has {length} tokens, more than the model's "
                        f"context of {T}: it sees the last {T}", err=True)
-    rt = _runtime(o["backend"], o["device"], quiet=False, program="gpt2")
-    with _user_errors():
-        if min(o["threads"], n * len(prompts)) > 1:
-            model = DataParallelGPT2.from_arrays(
-                runtimes(rt, min(o["threads"], n * len(prompts))), ck.config, ck.params)
-        else:
-            model = GPT2Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
+    family = family_of(ck.config)
+    rt = runtime(o["backend"], o["device"], quiet=False, program=family.program)
+    with user_errors():
+        # microgpt continues text on the host, one call per token for all rows: one context
+        contexts = min(o["threads"], n * len(prompts)) if family.arch == "gpt2" else 1
+        model = family.model(rt, ck.config, 0, contexts, None, ck.params, step=ck.step)
         print_samples(iter_continuations(model, vocab, prompts, n, o["max_new_tokens"],
                                          temperature, o["top_k"], o["seed"]),
                       n * len(prompts), "text", o["plain"])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .checkpoint import Checkpoint
 from .data import DataInfo
+from .text_training import TextSettings
 from .trainer import TrainSettings
 
 # Metadata a checkpoint needs to be resumed (all written by `train`).
@@ -57,8 +58,10 @@ def check_resumable(ck: Checkpoint, where: str) -> None:
                           f"step {ck.step} x batch size {batch}")
 
 
-def settings_for(ck: Checkpoint, given: dict, steps_per_call: int, where: str) -> TrainSettings:
-    """The checkpoint's TrainSettings with the given steps_per_call.
+def settings_for(ck: Checkpoint, given: dict, steps_per_call: int,
+                 where: str) -> TrainSettings | TextSettings:
+    """The checkpoint's settings with the given steps_per_call: TrainSettings (microgpt's
+    Adam), or for GPT-2 on lines text_training.TextSettings (nanoGPT's recipe).
 
     given: the options the user gave explicitly, by click parameter name (steps,
     batch_size, lr, seed, n_embd, n_head, n_layer, block_size, mlp_width; others
@@ -88,6 +91,8 @@ def settings_for(ck: Checkpoint, given: dict, steps_per_call: int, where: str) -
             raise ResumeConflict(f"{_opt(name)} {given[name]} conflicts with {where}, which has "
                                  f"{_opt(name)} {have}; a resumed run keeps the checkpoint's "
                                  "model sizes")
+    if ck.arch != "microgpt":  # GPT-2 on lines: nanoGPT's recipe
+        return TextSettings.from_train(t, steps_per_call)
     return TrainSettings(num_steps=t["num_steps"], batch_size=t["batch_size"], lr=t["lr"],
                          beta1=t["beta1"], beta2=t["beta2"], eps=t["eps"], seed=t["seed"],
                          steps_per_call=steps_per_call)
