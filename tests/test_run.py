@@ -225,3 +225,43 @@ def test_family_table():
     assert fam.family_of(GPT2Config(5)).arch == "gpt2"
     assert fam.optimizer_from_train(fam.recipe_to_train(RECIPE)) == RECIPE
     assert fam.optimizer_from_train(Adam(0.02).to_train()) == Adam(0.02)
+
+
+@pytest.mark.parametrize("arch,fmt", [("gpt2", "lines"), ("microgpt", "text"),
+                                      ("gpt2", "tokens")])
+def test_cli_new_combinations_stop_and_resume_bit_identically(arch, fmt, text_file, shard_dir,
+                                                             tmp_path, monkeypatch):
+    """`train --arch gpt2 --data-format lines` (GPT-2 on names), `--arch microgpt
+    --data-format text` and `--data-format tokens` through the command line: stopped by
+    Ctrl-C at step 4 and resumed, the checkpoint equals the uninterrupted run's, and it
+    records the arch and data format given (gpt2 on lines used to train on text)."""
+    from cli_helpers import sigint_at_step, small_data
+    from microgpt_fut.gpt2 import GPT2Model
+    from microgpt_fut.model import Model
+
+    data = {"lines": small_data(tmp_path, 80), "text": text_file, "tokens": shard_dir}[fmt]
+    args = ["train", "--arch", arch, "--data-format", fmt, "--data", str(data), "--steps", "8",
+            "--batch-size", "4", "--n-embd", "16", "--n-head", "2", "--block-size", "16",
+            "--steps-per-call", "2", "--samples", "2"]
+    if fmt != "lines":
+        args += ["--eval-every", "4", "--eval-iters", "2"]
+    invoke = lambda *a: CliRunner().invoke(main, [str(x) for x in a])  # noqa: E731
+    whole, part = tmp_path / "whole.safetensors", tmp_path / "part.safetensors"
+    r = invoke(*args, "--out", whole)
+    assert r.exit_code == 0, r.output
+    with monkeypatch.context() as m:
+        sigint_at_step(m, GPT2Model if arch == "gpt2" else Model, 4)
+        r = invoke(*args, "--out", part)
+    assert r.exit_code == 130, r.output
+    assert ckpt.load(part).step == 4
+    r = invoke("train", "--resume", part, "--samples", "2")
+    assert r.exit_code == 0, r.output
+    from safetensors.numpy import load_file
+    a, b = load_file(str(part)), load_file(str(whole))
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+    ck = ckpt.load(part)
+    assert (ck.arch, ck.data_format, ck.step) == (arch, fmt, 8)
+    r = invoke("sample", "--checkpoint", part, "-n", "2", "--plain")
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 2, r.output
