@@ -12,10 +12,11 @@ from click.testing import CliRunner
 from cli_helpers import assert_one_line_error
 from conftest import get_runtime
 from hf_helpers import need, random_hf_model, save_hf_folder, small_bpe
-from microgpt_fut import choices, hf
-from microgpt_fut.cli import main
-from microgpt_fut.data import DataError
-from microgpt_fut.gpt2 import GPT2Model
+from microgpt_fut.training import choices
+from microgpt_fut.training import hf
+from microgpt_fut.cli.commands import main
+from microgpt_fut.data.lines import DataError
+from microgpt_fut.models.gpt2 import GPT2Model
 
 EXAMPLES = Path(__file__).parent / "data" / "choices_example.jsonl"
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from safetensors.numpy import load_file
 
 from cli_helpers import need_backend
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.cli import main
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.cli.commands import main
 
 OLD = Path(__file__).resolve().parent / "data" / "7cc6169"
 SIZES = ["--n-embd", "4", "--n-head", "2", "--n-layer", "1", "--block-size", "8", "--seed", "7",

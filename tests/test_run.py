@@ -18,17 +18,17 @@ import reference as RM
 import reference_gpt2 as RG
 from cli_helpers import names_lines
 from conftest import DATA_DIR, get_runtime
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut import family as fam
-from microgpt_fut.cli import main
-from microgpt_fut.family import Adam
-from microgpt_fut.gpt2 import GPT2Config, Recipe
-from microgpt_fut.model import GPTConfig
-from microgpt_fut.run import Diverged
-from microgpt_fut.shards import load_tokens
-from microgpt_fut.text import load_text
-from microgpt_fut.text_training import TextSettings, TextTraining
-from microgpt_fut.trainer import Training, TrainSettings
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.training import family as fam
+from microgpt_fut.cli.commands import main
+from microgpt_fut.training.family import Adam
+from microgpt_fut.models.gpt2 import GPT2Config, Recipe
+from microgpt_fut.models.microgpt import GPTConfig
+from microgpt_fut.training.run import Diverged
+from microgpt_fut.data.shards import load_tokens
+from microgpt_fut.data.text import load_text
+from microgpt_fut.training.stream import TextSettings, TextTraining
+from microgpt_fut.training.lines import Training, TrainSettings
 
 COMBOS = [("microgpt", "lines"), ("gpt2", "lines"), ("microgpt", "text"), ("gpt2", "text"),
           ("gpt2", "tokens"), ("microgpt", "tokens")]
@@ -67,7 +67,7 @@ def make(arch: str, fmt: str, text_file, shard_dir, spc: int = 4, threads: int =
     cls = GPTConfig if arch == "microgpt" else GPT2Config
     if fmt == "lines":
         docs = [d for d in names_lines() if d][:60]
-        from microgpt_fut.data import Vocab
+        from microgpt_fut.data.lines import Vocab
         config = cls(Vocab.from_docs(docs).size, 16, 2, 1, T)
         return (Training.start(rt, docs, s, config),
                 lambda ck: Training.resume(rt, ck, docs, s, Training.start(
@@ -236,8 +236,8 @@ def test_cli_new_combinations_stop_and_resume_bit_identically(arch, fmt, text_fi
     Ctrl-C at step 4 and resumed, the checkpoint equals the uninterrupted run's, and it
     records the arch and data format given (gpt2 on lines used to train on text)."""
     from cli_helpers import sigint_at_step, small_data
-    from microgpt_fut.gpt2 import GPT2Model
-    from microgpt_fut.model import Model
+    from microgpt_fut.models.gpt2 import GPT2Model
+    from microgpt_fut.models.microgpt import Model
 
     data = {"lines": small_data(tmp_path, 80), "text": text_file, "tokens": shard_dir}[fmt]
     args = ["train", "--arch", arch, "--data-format", fmt, "--data", str(data), "--steps", "8",

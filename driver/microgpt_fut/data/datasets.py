@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import DataInfo, Vocab, batch_indices, shuffled
+from .lines import DataInfo, Vocab, batch_indices, shuffled
 from .text import TextData
 from .tokenizer import CharVocab
 

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import click
 
-from . import checkpoint as ckpt
-from . import loop, memory
-from .data import DataError, OptionConflict
-from .interrupt import is_stdout_closed, stdout_closed
-from .loop import first_line, lock_path
-from .runtime import BackendError, Runtime
+from ..training import checkpoint as ckpt
+from ..training import loop
+from ..training import memory
+from ..data.lines import DataError, OptionConflict
+from ..interrupt import is_stdout_closed, stdout_closed
+from ..training.loop import first_line, lock_path
+from ..backend.runtime import BackendError, Runtime
 
 
 @contextlib.contextmanager

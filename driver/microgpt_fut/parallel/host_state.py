@@ -41,9 +41,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .exchange import Exchange, shard_rows
-from .gpt2 import GPT2Config, GPT2Model, Recipe
-from .model import PARAM_NAMES, GPTConfig, Model, state_arrays
-from .runtime import Runtime
+from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
+from ..models.microgpt import PARAM_NAMES, GPTConfig, Model, state_arrays
+from ..backend.runtime import Runtime
 
 Arrays = dict[str, np.ndarray]
 

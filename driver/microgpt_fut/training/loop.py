@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import checkpoint as ckpt
-from .interrupt import stop_on_signals
+from ..interrupt import stop_on_signals
 
 
 class RunFailed(Exception):

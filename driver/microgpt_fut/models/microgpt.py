@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .runtime import Runtime
+from ..backend.runtime import Runtime
 
 # Order of the parameter arrays in the kernels' entry points (futhark/microgpt.fut).
 PARAM_NAMES = ("wte", "wpe", "lm_head", "attn_wq", "attn_wk", "attn_wv", "attn_wo",

@@ -20,14 +20,14 @@ from typing import Iterator
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .data import DataInfo, Vocab, docs_sha256
-from .datasets import Lines
-from .exchange import Exchange
+from ..data.lines import DataInfo, Vocab, docs_sha256
+from ..data.datasets import Lines
+from ..parallel.exchange import Exchange
 from .family import Adam, family_of
-from .model import GPTConfig, Model
-from .pacing import CallPacer
-from .run import Diverged, Progress, Run  # noqa: F401  (Diverged: tests and callers)
-from .runtime import Runtime
+from ..models.microgpt import GPTConfig, Model
+from ..pacing import CallPacer
+from .run import Diverged, Progress, Run  # noqa: F401  (Diverged: its callers catch it here)
+from ..backend.runtime import Runtime
 
 SAMPLE_CHUNK = 4096  # samples per device call in generate_names
 

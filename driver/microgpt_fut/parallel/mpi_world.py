@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, NoReturn
 
 from .exchange import MPIExchange
-from .interrupt import PARTIAL_FILES, StopRequest
+from ..interrupt import PARTIAL_FILES, StopRequest
 from .watchdog import DEFAULT_TIMEOUT, Watchdog, WatchdogError, listen
 
 # What MPI launchers put in each rank's environment: Open MPI, MPICH/Hydra (and

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import tokenizer as tokenizers
-from .gpt2 import GPT2Config
-from .interrupt import PARTIAL_FILES
-from .model import GPTConfig
+from ..data import tokenizer as tokenizers
+from ..models.gpt2 import GPT2Config
+from ..interrupt import PARTIAL_FILES
+from ..models.microgpt import GPTConfig
 
 FORMAT = "microgpt-fut/1"
 _FORMAT_NAME = FORMAT.split("/")[0]

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .datasets import Stream
-from .exchange import Exchange
+from ..data.datasets import Stream
+from ..parallel.exchange import Exchange
 from .family import Adam, optimizer_from_train, recipe_to_train
-from .gpt2 import Recipe
-from .model import GPTConfig
+from ..models.gpt2 import Recipe
+from ..models.microgpt import GPTConfig
 from .run import Run
-from .runtime import Runtime
-from .text import TextData
+from ..backend.runtime import Runtime
+from ..data.text import TextData
 
 
 @dataclass(frozen=True)

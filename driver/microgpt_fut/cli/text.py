@@ -15,23 +15,24 @@ from typing import Iterator
 
 import click
 
-from . import checkpoint as ckpt
-from . import cli_mpi, hf
-from . import curves
-from .cli_common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
+from ..training import checkpoint as ckpt
+from . import mpi as cli_mpi
+from ..training import hf
+from ..training import curves
+from .common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
                          lock_out, ranks_here, runtime, train_and_save, user_errors)
-from .loop import mean_loss
-from .gpt2 import GPT2Config, GPT2Model, Recipe
-from .interrupt import stdout_closed
-from .pacing import CallPacer
+from ..training.loop import mean_loss
+from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
+from ..interrupt import stdout_closed
+from ..pacing import CallPacer
 from .sample_output import print_samples
-from .data import DataError, read_text
-from .family import FAMILIES, Adam, family_of
-from .model import GPTConfig
-from .shards import load_tokens
-from .text import CharVocab, load_text
-from .tokenizer import BPE_MIN_VOCAB, Tokenizer, load_tokenizer, train_bpe
-from .text_training import TextSettings, TextTraining
+from ..data.lines import DataError, read_text
+from ..training.family import FAMILIES, Adam, family_of
+from ..models.microgpt import GPTConfig
+from ..data.shards import load_tokens
+from ..data.text import CharVocab, load_text
+from ..data.tokenizer import BPE_MIN_VOCAB, Tokenizer, load_tokenizer, train_bpe
+from ..training.stream import TextSettings, TextTraining
 
 # Options of text runs (click's names) that the checkpoint fixes when resuming.
 _FIXED = {"steps": "num_steps", "batch_size": "batch_size", "grad_accum": "grad_accum",

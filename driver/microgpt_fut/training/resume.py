@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .checkpoint import Checkpoint
-from .data import DataInfo
-from .text_training import TextSettings
-from .trainer import TrainSettings
+from ..data.lines import DataInfo
+from .stream import TextSettings
+from .lines import TrainSettings
 
 # Metadata a checkpoint needs to be resumed (all written by `train`).
 REQUIRED = ("num_steps", "lr", "beta1", "beta2", "eps", "seed", "batch_size", "data_path",

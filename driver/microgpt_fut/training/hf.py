@@ -28,10 +28,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import tokenizer as tokenizers
+from ..data import tokenizer as tokenizers
 from .checkpoint import Checkpoint, CheckpointError, first_nonfinite
-from .data import DataError
-from .gpt2 import GPT2Config
+from ..data.lines import DataError
+from ..models.gpt2 import GPT2Config
 
 PREFIX = "transformer."   # GPT2LMHeadModel's name for its GPT2Model
 LM_HEAD = "lm_head.weight"

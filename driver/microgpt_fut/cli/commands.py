@@ -22,20 +22,23 @@ import click
 from click.core import ParameterSource
 from tqdm import tqdm
 
-from . import checkpoint as ckpt
-from . import choices, cli_mpi, cli_text, hf
-from . import prepare as preparation
-from . import resume as resume_rules
-from .data import Vocab, load_data
-from .family import FAMILIES, family_of
-from .gpt2 import GPT2Config
-from .model import GPTConfig
-from .mpi_world import World, launched
-from .runtime import BACKENDS, build_dir, built_backends, opencl_devices
+from ..training import checkpoint as ckpt
+from ..training import choices
+from . import mpi as cli_mpi
+from . import text as cli_text
+from ..training import hf
+from ..data import prepare as preparation
+from ..training import resume as resume_rules
+from ..data.lines import Vocab, load_data
+from ..training.family import FAMILIES, family_of
+from ..models.gpt2 import GPT2Config
+from ..models.microgpt import GPTConfig
+from ..parallel.mpi_world import World, launched
+from ..backend.runtime import BACKENDS, build_dir, built_backends, opencl_devices
 from .sample_output import print_samples
-from .tokenizer import load_tokenizer, train_bpe
-from .trainer import Training, TrainSettings, iter_names
-from .cli_common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
+from ..data.tokenizer import load_tokenizer, train_bpe
+from ..training.lines import Training, TrainSettings, iter_names
+from .common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
                          exit_with, first_line, lock_out, ranks_here, runtime, say_line,
                          train_and_save, user_errors)
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .data_parallel import DataParallelGPT2, DataParallelModel, runtimes
-from .exchange import Exchange
-from .gpt2 import GPT2Config, GPT2Model, Recipe
-from .model import GPTConfig, Model
-from .runtime import Runtime
+from ..parallel.host_state import DataParallelGPT2, DataParallelModel, runtimes
+from ..parallel.exchange import Exchange
+from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
+from ..models.microgpt import GPTConfig, Model
+from ..backend.runtime import Runtime
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from .data import DataError
-from .tokenizer import Tokenizer
+from ..data.lines import DataError
+from ..data.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)

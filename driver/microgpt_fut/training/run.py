@@ -29,10 +29,10 @@ from typing import Callable
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .exchange import Exchange
+from ..parallel.exchange import Exchange
 from .family import Family, family_of
-from .pacing import CallPacer
-from .runtime import Runtime
+from ..pacing import CallPacer
+from ..backend.runtime import Runtime
 
 # progress(step, num_steps, mean loss of steps first..step, the gradient norm of step (NaN:
 # none), tokens per second over them, first): first is the step after the previous report

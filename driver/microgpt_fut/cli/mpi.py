@@ -20,13 +20,13 @@ from typing import Callable, NoReturn
 
 import click
 
-from . import mpi_world
-from .mpi_world import End
-from .checkpoint import Checkpoint
-from .family import family_of
-from .loop import first_line, train_and_save
-from .run import Diverged, Run
-from .runtime import Runtime
+from ..parallel import mpi_world
+from ..parallel.mpi_world import End
+from ..training.checkpoint import Checkpoint
+from ..training.family import family_of
+from ..training.loop import first_line, train_and_save
+from ..training.run import Diverged, Run
+from ..backend.runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,11 @@ def local_device(backend: str, device: int | None, local_rank: int) -> int | Non
     if device is not None or backend not in ("opencl", "cuda"):
         return device
     if backend == "opencl":
-        from .runtime import opencl_devices
+        from ..backend.runtime import opencl_devices
 
         gpus = [d.index for d in opencl_devices() if d.is_gpu]
     else:
-        from .runtime import cuda_device_count
+        from ..backend.runtime import cuda_device_count
 
         gpus = list(range(cuda_device_count() or 0))
     return gpus[local_rank % len(gpus)] if len(gpus) > 1 else None
