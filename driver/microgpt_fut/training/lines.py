@@ -78,13 +78,7 @@ class TrainSettings:
             if getattr(self, name) < 1:
                 opt = "--steps" if name == "num_steps" else f"--{name.replace('_', '-')}"
                 raise ValueError(f"{opt} must be at least 1, got {getattr(self, name)}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"--lr must be a positive number, got {self.lr}")
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if not (math.isfinite(self.eps) and self.eps > 0):
-            raise ValueError(f"eps must be positive, got {self.eps}")
+        self.optimizer.validate()
         if not 0 <= self.seed < 2**63:
             raise ValueError(f"--seed must be in [0, 2**63), got {self.seed}")
 
