@@ -314,6 +314,10 @@ about 1e-6)."""
               help="text: evaluate both splits every N steps (and at the end).  [default: 250]")
 @click.option("--eval-iters", type=_INT, default=None, callback=_check_positive,
               help="text: batches per split and evaluation.  [default: 20]")
+@click.option("--eval-choices", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="text: also score these multiple-choice questions (HellaSwag's jsonl, as "
+                   "`eval --choices`) at each evaluation: acc and acc_norm in its line, the "
+                   "CSV and the plot.  [default with --resume: the run's]")
 @click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=_load_config,
               help="TOML file of option values (e.g. weight_decay = 0.1), each of its option's "
@@ -347,7 +351,7 @@ about 1e-6)."""
 def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_head, n_layer,
           block_size, mlp_width, lr, seed, steps_per_call, arch, data_format, bias,
           val_fraction, tokenizer, vocab_size, grad_accum, min_lr, warmup_steps,
-          lr_decay_steps, beta1, beta2, weight_decay, grad_clip, eval_every, eval_iters, threads, out, overwrite, save_every,
+          lr_decay_steps, beta1, beta2, weight_decay, grad_clip, eval_every, eval_iters, eval_choices, threads, out, overwrite, save_every,
           resume, init_from, samples, temperature, quiet):
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
@@ -517,7 +521,8 @@ def _resolve_run(given: dict, arch: str, data_format: str | None, resume: Path |
 
 # Options that only text runs read.
 _TEXT_ONLY = ("bias", "val_fraction", "tokenizer", "vocab_size", "grad_accum", "min_lr", "warmup_steps", "lr_decay_steps",
-              "beta1", "beta2", "weight_decay", "grad_clip", "eval_every", "eval_iters")
+              "beta1", "beta2", "weight_decay", "grad_clip", "eval_every", "eval_iters",
+              "eval_choices")
 
 
 # Of those, the ones a run on lines reads, by arch: GPT-2 takes nanoGPT's recipe.

@@ -17,6 +17,7 @@ import click
 
 from ..training import checkpoint as ckpt
 from . import mpi as cli_mpi
+from ..training import choices
 from ..training import hf
 from ..training import curves
 from .common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
@@ -212,6 +213,14 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
         else:
             run = TextTraining.start(rt, data, settings, config, exchange=exchange,
                                      data_format=fmt)
+    choices_file = o["eval_choices"] or (ck.train.get("eval_choices") if ck is not None
+                                         else None)
+    if choices_file is not None:
+        with user_errors():
+            examples = choices.read_examples(choices_file)
+            choices.check_fits(examples, data.vocab, config.block_size,
+                               f"--eval-choices {str(choices_file)!r}")
+            run.choices = (str(Path(choices_file).resolve()), examples)
     kind = "characters" if isinstance(data.vocab, CharVocab) else "byte-level BPE"
     if fmt == "tokens":
         say(f"data: {data.path} | token shards, {data.n_tokens:,} tokens, vocab size "
@@ -347,8 +356,8 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
             say(f"step {step:{len(str(total))}d} / {total} | {mean_loss(loss, first, step)} "
                 f"{grad}| {rate:,.0f} tok/s")
 
-    def on_eval(step, train_loss, val_loss):
-        write(_eval_line(step, train_loss, val_loss))
+    def on_eval(step, *losses_and_scores):
+        write(_eval_line(step, *losses_and_scores))
 
     def advance(until, should_stop):
         run.run(until, progress, on_eval, report_every=10 if bar else 100,
@@ -369,11 +378,14 @@ def _train_and_save(run: TextTraining, out: Path, save_every: int | None, say, q
             bar.close()
 
 
-def _eval_line(step: int, train_loss: float, val_loss: float) -> str:
+def _eval_line(step: int, train_loss: float, val_loss: float, *scores: float) -> str:
     """nanoGPT's evaluation line; without a validation split (--val-fraction 0, its val
-    loss NaN) the train loss alone."""
+    loss NaN) the train loss alone; with --eval-choices its acc and acc_norm after."""
     line = f"step {step}: train loss {train_loss:.4f}"
-    return line if math.isnan(val_loss) else f"{line}, val loss {val_loss:.4f}"
+    line = line if math.isnan(val_loss) else f"{line}, val loss {val_loss:.4f}"
+    if scores:
+        line += f", acc {scores[0]:.4f}, acc_norm {scores[1]:.4f}"
+    return line
 
 
 def iter_continuations(model: GPT2Model, vocab: Tokenizer, prompts: list[str], n: int,

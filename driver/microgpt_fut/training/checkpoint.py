@@ -45,7 +45,7 @@ _INT_KEYS = ("num_steps", "seed", "batch_size", "n_docs", "cursor", "warmup_step
              "lr_decay_steps", "grad_accum", "eval_every", "eval_iters", "n_chars")
 _FLOAT_KEYS = ("lr", "beta1", "beta2", "eps", "min_lr", "weight_decay", "grad_clip",
                "val_fraction")
-_STR_KEYS = ("data", "data_path", "data_sha256", "encoding", "init_from")
+_STR_KEYS = ("data", "data_path", "data_sha256", "encoding", "init_from", "eval_choices")
 # The run's settings: total steps and the lr schedule's parameters, the seed (of the
 # initial weights and of the data order), the batch size, and the data's identity:
 # description, absolute path ("" = built-in), sha256 of the documents, their number,
@@ -70,7 +70,8 @@ class Checkpoint:
     train: the run's settings (TRAIN_KEYS), as ints, floats and str.
     losses: float32 [step], the loss of each step so far, or None (not stored).
     norms: float32 [step], each step's gradient norm (text runs), or None.
-    evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs);
+    evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs;
+    with train --eval-choices, [step, train, val, acc, acc_norm]);
     val loss is NaN when the run has no validation split (stored as JSON null).
     tokenizer: a text model's tokenizer (tokenizer.Tokenizer). ``load`` always sets
     it for data_format "text" and "tokens" (a CharVocab of ``vocab`` when the file has no
@@ -127,8 +128,8 @@ def _metadata(ck: Checkpoint) -> dict[str, str]:
     if ck.evals is not None:
         # strict JSON: a loss that is not a number (the val loss of a run without a
         # validation split) is null
-        meta["evals"] = json.dumps([[int(s), *(float(x) if math.isfinite(x) else None
-                                               for x in (a, b))] for s, a, b in ck.evals],
+        meta["evals"] = json.dumps([[int(e[0]), *(float(x) if math.isfinite(x) else None
+                                                  for x in e[1:])] for e in ck.evals],
                                    allow_nan=False)
     for k in TRAIN_KEYS:
         if k in ck.train:
@@ -346,7 +347,7 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                 step = int(meta["step"])
                 train = _parse_train(meta)
                 evals = json.loads(meta["evals"]) if "evals" in meta else None
-                assert evals is None or all(len(e) == 3 for e in evals)
+                assert evals is None or all(len(e) in (3, 5) for e in evals)
                 if evals is not None:  # null: no validation split
                     evals = [[e[0], *(math.nan if x is None else float(x) for x in e[1:])]
                              for e in evals]

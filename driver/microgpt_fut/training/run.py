@@ -28,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import choices
 from .checkpoint import Checkpoint
 from ..parallel.exchange import Exchange
 from .family import Family, family_of
@@ -37,8 +38,8 @@ from ..backend.runtime import Runtime
 # progress(step, num_steps, mean loss of steps first..step, the gradient norm of step (NaN:
 # none), tokens per second over them, first): first is the step after the previous report
 Progress = Callable[[int, int, float, float, float, int], None]
-# on_eval(step, train loss, val loss or nan)
-OnEval = Callable[[int, float, float], None]
+# on_eval(step, train loss, val loss or nan[, acc, acc_norm with choices])
+OnEval = Callable[..., None]
 
 
 class Diverged(RuntimeError):
@@ -104,6 +105,9 @@ class Run:
         self.seconds = 0.0   # time in this object's training calls
         self.init_from = ""  # the model the run started from (train --init-from), if any
         self.description = ""  # the data's description in the checkpoint (default: its own)
+        # train --eval-choices: (its absolute path, choices.Example list), scored at each
+        # evaluation (acc and acc_norm appended to the evaluation's entry)
+        self.choices: tuple[str, list] | None = None
         self.pacer = CallPacer(settings.steps_per_call)
         self.eval_pacer = CallPacer(getattr(settings, "eval_iters", 1))
         self.trust()  # a fresh model, or a checkpoint's (checkpoint.load refuses NaN)
@@ -186,9 +190,11 @@ class Run:
                                            or step == self.settings.num_steps)
 
     def evaluate(self, should_stop: Callable[[], bool] | None = None
-                 ) -> tuple[float, float] | None:
+                 ) -> tuple[float, ...] | None:
         """nanoGPT's estimate_loss at the current step: mean loss over eval_iters
-        batches of each split (val: nan without a validation split); recorded.
+        batches of each split (val: nan without a validation split), and with
+        ``choices`` the multiple-choice acc and acc_norm (choices.evaluate: one device
+        call per example); recorded and returned as (train, val[, acc, acc_norm]).
 
         The batches go to the device a few at a time (about pacing.CALL_SECONDS a
         call; each batch's loss is its own, so the mean does not depend on it). When
@@ -211,8 +217,13 @@ class Run:
                 self.eval_pacer.record(k, time.perf_counter() - t0)
                 i += k
             out.append(float(np.mean(np.concatenate(losses).astype(np.float64))))
+        if self.choices is not None:
+            scores = choices.evaluate(self.choices[1], self.dataset.vocab,
+                                      lambda t: self.family.logits(self.model, t),
+                                      self.model.config.block_size)
+            out += [scores.acc, scores.acc_norm]
         self.evals = [e for e in self.evals if e[0] != self.step] + [[self.step, *out]]
-        return out[0], out[1]
+        return tuple(out)
 
     def run(self, until: int | None = None, progress: Progress | None = None,
             on_eval: OnEval | None = None, report_every: int = 100,
@@ -363,6 +374,8 @@ class Run:
                 train["data"] = self.description
         if self.init_from:
             train["init_from"] = self.init_from
+        if self.choices is not None:
+            train["eval_choices"] = self.choices[0]
         vocab, tokenizer = self.dataset.checkpoint_vocab()
         # the families that measure gradient norms store them (microgpt's are NaN)
         norms = self.norms.copy() if self.family.measures_norms else None
