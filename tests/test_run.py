@@ -265,3 +265,6 @@ def test_cli_new_combinations_stop_and_resume_bit_identically(arch, fmt, text_fi
     assert (ck.arch, ck.data_format, ck.step) == (arch, fmt, 8)
     r = invoke("sample", "--checkpoint", part, "-n", "2", "--plain")
     assert r.exit_code == 0 and len(r.stdout.splitlines()) == 2, r.output
+    if (arch, fmt) == ("gpt2", "tokens"):  # a GPT-2 on shards is a text model: it exports
+        r = invoke("export-hf", part, tmp_path / "hf")
+        assert r.exit_code == 0 and (tmp_path / "hf" / "config.json").exists(), r.output
