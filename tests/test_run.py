@@ -268,3 +268,18 @@ def test_cli_new_combinations_stop_and_resume_bit_identically(arch, fmt, text_fi
     if (arch, fmt) == ("gpt2", "tokens"):  # a GPT-2 on shards is a text model: it exports
         r = invoke("export-hf", part, tmp_path / "hf")
         assert r.exit_code == 0 and (tmp_path / "hf" / "config.json").exists(), r.output
+
+
+def test_resume_of_gpt2_on_lines_keeps_the_recipe(tmp_path):
+    """The recipe's options are fixed at --resume for GPT-2 on lines as for text runs
+    (resume.check_fixed): a different one is refused in one line, not ignored."""
+    from cli_helpers import assert_one_line_error, small_data
+
+    out = tmp_path / "g.safetensors"
+    r = CliRunner().invoke(main, ["train", "--arch", "gpt2", "--data-format", "lines", "--data",
+                                  str(small_data(tmp_path, 40)), "--steps", "4", "--n-embd",
+                                  "16", "--n-head", "2", "--samples", "0", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["train", "--resume", str(out), "--min-lr", "0.5"])
+    line = assert_one_line_error(r, "--min-lr 0.5 conflicts with", "leave it out when resuming")
+    assert r.exit_code == 2, line

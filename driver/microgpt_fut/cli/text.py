@@ -19,6 +19,7 @@ from ..training import checkpoint as ckpt
 from . import mpi as cli_mpi
 from ..training import choices
 from ..training import hf
+from ..training import resume as resume_rules
 from ..training import curves
 from .common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
                          lock_out, ranks_here, runtime, train_and_save, user_errors)
@@ -35,13 +36,6 @@ from ..data.text import CharVocab, load_text
 from ..data.tokenizer import BPE_MIN_VOCAB, Tokenizer, load_tokenizer, train_bpe
 from ..training.stream import TextSettings, TextTraining
 
-# Options of text runs (click's names) that the checkpoint fixes when resuming.
-_FIXED = {"steps": "num_steps", "batch_size": "batch_size", "grad_accum": "grad_accum",
-          "eval_every": "eval_every", "eval_iters": "eval_iters", "seed": "seed", "lr": "lr",
-          "min_lr": "min_lr", "warmup_steps": "warmup_steps", "lr_decay_steps": "lr_decay_steps",
-          "beta1": "beta1", "beta2": "beta2", "weight_decay": "weight_decay",
-          "grad_clip": "grad_clip", "val_fraction": "val_fraction"}
-_SIZES = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
 # Options of nanoGPT's recipe that microgpt's Adam does not read (and gpt2's --no-bias).
 RECIPE_ONLY = ("min_lr", "warmup_steps", "lr_decay_steps", "weight_decay", "grad_clip", "bias")
 SAMPLE_TOKENS = 200    # continuation printed after training
@@ -84,39 +78,18 @@ def check_schedule(o: dict, settings: TextSettings) -> None:
 
 
 def _resume_plan(resume: Path, given: dict, steps_per_call: int, threads: int):
-    """(checkpoint, settings, data path, encoding, val_fraction) of a text run to
-    resume; a one-line error when a given option conflicts with it."""
+    """(checkpoint, settings, data path, encoding, val_fraction) of a run on a stream to
+    resume (resume.stream_plan's rules); a one-line error when a given option conflicts
+    with it (status 2) or it cannot be resumed."""
     where = f"checkpoint {str(resume)!r}"
     with user_errors():
         ck = ckpt.load(resume)
-    for name in ("tokenizer", "vocab_size"):
-        if given.get(name) is not None:
-            raise bad_option(f"{_opt(name)} conflicts with --resume: a resumed run keeps its "
-                              "tokenizer; leave it out")
-    t = ck.train
-    for name, key in _FIXED.items():
-        if name in given and given[name] is not None and key in t and given[name] != t[key]:
-            raise bad_option(f"{_opt(name)} {given[name]} conflicts with {where}, whose run has "
-                              f"{_opt(name)} {t[key]}; leave it out when resuming")
-    for name in _SIZES:
-        if given.get(name) is not None and given[name] != getattr(ck.config, name):
-            shown = _opt(name) if name != "bias" else "--bias/--no-bias"
-            raise bad_option(f"{shown} {given[name]} conflicts with {where}, which has "
-                              f"{getattr(ck.config, name)}; a resumed run keeps its model")
     try:
-        settings = TextSettings.from_train(t, steps_per_call, threads)
-    except KeyError as e:
-        raise click.ClickException(f"{where} lacks the {e.args[0]!r} metadata a text run "
-                                   "needs to resume") from None
-    data = given.get("data") or Path(t.get("data_path", ""))
-    if ck.data_format == "tokens" and not data.is_dir():
-        raise click.ClickException(f"{where} was trained on the token shards in {str(data)!r}, "
-                                   "which are not there any more; pass --data DIR with the "
-                                   "same shards")
-    if ck.data_format == "text" and not data.is_file():
-        raise click.ClickException(f"{where} was trained on data file {str(data)!r}, which is "
-                                   "not there any more; pass --data FILE with the same text")
-    return ck, settings, data, given.get("encoding") or t.get("encoding", "utf-8"), t["val_fraction"]
+        return (ck, *resume_rules.stream_plan(ck, given, steps_per_call, threads, where))
+    except resume_rules.ResumeConflict as e:
+        raise bad_option(str(e)) from None
+    except resume_rules.ResumeError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
@@ -284,7 +257,7 @@ def _init_source(path: Path, given: dict, arch: str) -> ckpt.Checkpoint:
         if given.get(name) is not None:
             raise bad_option(f"{_opt(name)} conflicts with {where}: the run keeps the "
                               "model's tokenizer")
-    for name in _SIZES:
+    for name in resume_rules.STREAM_SIZES:
         value = given.get(name)
         if value is None or value == getattr(init.config, name):
             continue
