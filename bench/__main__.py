@@ -71,7 +71,7 @@ def backends_to_run(spec: str | None, threads: int = 1) -> list[str]:
     """Backends named by --backends (checked), or every built one plus torch (and
     c-threads, the c kernels on ``threads`` threads, when threads > 1; and the
     seed_port baseline, for microgpt's job, when build.sh has compiled it)."""
-    from microgpt_fut.runtime import BACKENDS, built_backends
+    from microgpt_fut.backend.runtime import BACKENDS, built_backends
 
     from . import seed_port
 

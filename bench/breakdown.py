@@ -113,8 +113,8 @@ def parts(name: str) -> list[tuple[str, str, list[str], float, float]]:
 def step_time(name: str, seconds: float) -> float:
     """Seconds per training step of configuration ``name`` through the library (c, one
     thread), random tokens with every position valid."""
-    from microgpt_fut.model import GPTConfig, Model
-    from microgpt_fut.runtime import Runtime
+    from microgpt_fut.models.microgpt import GPTConfig, Model
+    from microgpt_fut.backend.runtime import Runtime
 
     c = CONFIGS[name]
     cfg = GPTConfig(vocab_size=VOCAB, n_embd=c.n_embd, n_head=c.n_head, n_layer=c.n_layer,

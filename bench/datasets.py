@@ -1,4 +1,4 @@
-"""Training data for the benchmark, encoded as the CLI encodes it (microgpt_fut.data).
+"""Training data for the benchmark, encoded as the CLI encodes it (microgpt_fut.data.lines).
 
 ``names``: data/names.txt (microgpt's 32k names), one document per line.
 ``shakespeare``: data/tinyshakespeare.txt cut into consecutive documents
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from microgpt_fut.data import Vocab, batch_indices, default_docs, read_docs, shuffled
+from microgpt_fut.data.lines import Vocab, batch_indices, default_docs, read_docs, shuffled
 
 from . import DATA_DIR
 

@@ -54,10 +54,10 @@ def _median_time(fn, repeats: int) -> tuple[float, object]:
 def _ours(folder: Path, prompts, new_tokens: int, repeats: int, threads: int = 1):
     """Our greedy decoding on the c backend; threads > 1 splits the prompts over that
     many contexts (``sample --threads``)."""
-    from microgpt_fut import hf
-    from microgpt_fut.data_parallel import DataParallelGPT2, runtimes
-    from microgpt_fut.gpt2 import GPT2Model
-    from microgpt_fut.runtime import Runtime
+    from microgpt_fut.training import hf
+    from microgpt_fut.parallel.host_state import DataParallelGPT2, runtimes
+    from microgpt_fut.models.gpt2 import GPT2Model
+    from microgpt_fut.backend.runtime import Runtime
 
     config, params, _ = hf.load_folder(folder, require_tokenizer=False)
     rt = Runtime("c", None, quiet=True, program="gpt2")

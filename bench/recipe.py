@@ -74,7 +74,7 @@ class RecipeSpec:
     threads: int = 1  # our --threads: each step's windows split over this many c contexts
 
     def recipe(self):
-        from microgpt_fut.gpt2 import Recipe
+        from microgpt_fut.models.gpt2 import Recipe
 
         warmup = min(100, self.steps // 10) if self.warmup_steps is None else self.warmup_steps
         return Recipe(lr=self.lr, min_lr=self.min_lr, warmup_steps=warmup,
@@ -83,21 +83,21 @@ class RecipeSpec:
 
     def settings(self):
         """The TextSettings of ``microgpt-fut train`` with these options."""
-        from microgpt_fut.text_training import TextSettings
+        from microgpt_fut.training.stream import TextSettings
 
         return TextSettings(self.steps, self.batch_size, self.recipe(), self.grad_accum,
                             self.eval_every, self.eval_iters, self.seed, self.steps_per_call,
                             self.threads)
 
     def config(self, vocab_size: int):
-        from microgpt_fut.gpt2 import GPT2Config
+        from microgpt_fut.models.gpt2 import GPT2Config
 
         return GPT2Config(vocab_size, self.n_embd, self.n_head, self.n_layer, self.block_size,
                           None, self.bias)
 
     def load(self):
         """The text (90 % train, 10 % val, as the CLI's default --val-fraction)."""
-        from microgpt_fut.text import load_text
+        from microgpt_fut.data.text import load_text
 
         return load_text(self.data, self.block_size)
 
@@ -126,8 +126,8 @@ def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
     (``c-threads``: c with ``--threads spec.threads``).
     wall_s: all of ``TextTraining.run`` (training calls, batches, evaluations); train_s:
     the training calls only; setup_s: the context, the text and the initialisation."""
-    from microgpt_fut.runtime import Runtime
-    from microgpt_fut.text_training import TextTraining
+    from microgpt_fut.backend.runtime import Runtime
+    from microgpt_fut.training.stream import TextTraining
 
     t0 = time.perf_counter()
     label, backend = backend, ("c" if backend == THREADED else backend)
@@ -151,8 +151,8 @@ def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
 def initial_weights(spec: RecipeSpec, vocab_size: int, backend: str | None = None) -> dict:
     """Our initial weights under spec.seed as Hugging Face tensors (GPT2Model.init on
     ``backend``, default c, else the first backend with GPT-2's library)."""
-    from microgpt_fut.gpt2 import GPT2Model
-    from microgpt_fut.runtime import Runtime, built_backends
+    from microgpt_fut.models.gpt2 import GPT2Model
+    from microgpt_fut.backend.runtime import Runtime, built_backends
 
     built = built_backends("gpt2")
     if backend is None:
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
         return _worker(args)
-    from microgpt_fut.runtime import built_backends
+    from microgpt_fut.backend.runtime import built_backends
 
     built = built_backends("gpt2")
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]

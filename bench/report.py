@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # c-threads: the c kernels on --threads contexts, each batch split over them
-# (microgpt_fut.data_parallel, `train --threads`), as many threads as torch's.
+# (microgpt_fut.parallel.host_state, `train --threads`), as many threads as torch's.
 OURS = ("c", "c-threads", "multicore", "opencl", "cuda")
 
 

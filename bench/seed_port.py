@@ -16,7 +16,7 @@ BLOCK_SIZE = 16  # seed_port.fut's block_size
 
 def built() -> bool:
     """Whether build.sh has compiled the seed-port library."""
-    from microgpt_fut.runtime import module_path
+    from microgpt_fut.backend.runtime import module_path
 
     return module_path(NAME) is not None
 
@@ -29,8 +29,8 @@ class SeedPort:
 
     def __init__(self) -> None:
         from futhark_ffi import Futhark
-        from microgpt_fut.context import OwnedContext
-        from microgpt_fut.runtime import import_module, module_path
+        from microgpt_fut.backend.context import OwnedContext
+        from microgpt_fut.backend.runtime import import_module, module_path
 
         path = module_path(NAME)
         if path is None:

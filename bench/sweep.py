@@ -231,14 +231,14 @@ def _phase(spec: dict, s: Settings, budget: float, result_event: str
 
 def n_params(cfg: BenchConfig, vocab_size: int) -> int:
     """Parameter count of a configuration with the given vocabulary."""
-    from microgpt_fut.model import GPTConfig
+    from microgpt_fut.models.microgpt import GPTConfig
 
     return GPTConfig(vocab_size, cfg.n_embd, cfg.n_head, cfg.n_layer, cfg.block_size).num_params()
 
 
 def vocab_size(kind: str) -> int:
     """Vocabulary size (characters + BOS) of dataset kind, without encoding it."""
-    from microgpt_fut.data import Vocab
+    from microgpt_fut.data.lines import Vocab
 
     from .datasets import load_docs
 

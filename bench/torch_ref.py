@@ -1,6 +1,6 @@
 """The PyTorch eager baseline: microgpt's architecture exactly as our kernels compute it.
 
-Same parameters (names and [out, in] shapes of ``microgpt_fut.model``, per-layer
+Same parameters (names and [out, in] shapes of ``microgpt_fut.models.microgpt``, per-layer
 matrices stacked on a leading [n_layer] axis), same forward: token + position
 embedding, rmsnorm without gain (x / sqrt(mean(x^2) + 1e-5)) after the embedding
 and before attention and the MLP, no biases, causal multi-head attention
@@ -36,10 +36,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from microgpt_fut.gpt2 import GPT2Config, Recipe
-from microgpt_fut.model import PARAM_NAMES, GPTConfig
-from microgpt_fut.text import TextData
-from microgpt_fut.text_training import TextSettings
+from microgpt_fut.models.gpt2 import GPT2Config, Recipe
+from microgpt_fut.models.microgpt import PARAM_NAMES, GPTConfig
+from microgpt_fut.data.text import TextData
+from microgpt_fut.training.stream import TextSettings
 
 from .datasets import init_params  # noqa: F401  (the same weights for both sides)
 

@@ -61,16 +61,16 @@ class FutharkEngine:
     """Our kernels through microgpt_fut.Model (one of the built backends)."""
 
     def __init__(self, backend: str, threads: int = 1):
-        from microgpt_fut.data_parallel import runtimes
-        from microgpt_fut.runtime import Runtime
+        from microgpt_fut.parallel.host_state import runtimes
+        from microgpt_fut.backend.runtime import Runtime
 
         # c-threads: the c kernels on `threads` contexts (DataParallelModel)
         self.rt = Runtime(library(backend), quiet=True)
         self.rts = runtimes(self.rt, threads) if backend == "c-threads" else None
 
     def model(self, config, params, num_steps: int):
-        from microgpt_fut.data_parallel import DataParallelModel
-        from microgpt_fut.model import Model
+        from microgpt_fut.parallel.host_state import DataParallelModel
+        from microgpt_fut.models.microgpt import Model
 
         if self.rts is not None:
             m = DataParallelModel.from_arrays(self.rts, config, params)
@@ -119,7 +119,7 @@ def make_engine(spec: dict):
 
 
 def _config(spec: dict, vocab_size: int):
-    from microgpt_fut.model import GPTConfig
+    from microgpt_fut.models.microgpt import GPTConfig
 
     c = spec["config"]
     return GPTConfig(vocab_size, c["n_embd"], c["n_head"], c["n_layer"], c["block_size"])
@@ -230,7 +230,7 @@ def default_job(spec: dict, t_start: float) -> None:
 
     def encoded():
         """(vocab, tokens, n_pos, prep_s): the documents as the CLI encodes them."""
-        from microgpt_fut.data import Vocab, shuffled
+        from microgpt_fut.data.lines import Vocab, shuffled
 
         t0 = now()
         vocab = Vocab.from_docs(docs)
@@ -240,7 +240,7 @@ def default_job(spec: dict, t_start: float) -> None:
     if spec["backend"] == "torch":
         import torch
 
-        from microgpt_fut.model import GPTConfig
+        from microgpt_fut.models.microgpt import GPTConfig
 
         from .datasets import init_params
         from .torch_ref import TorchGPT, TorchTrainer
@@ -274,8 +274,8 @@ def default_job(spec: dict, t_start: float) -> None:
             return losses, now() - t1, prep_s + now() - t1
         spk = steps
     else:
-        from microgpt_fut.runtime import Runtime
-        from microgpt_fut.trainer import TrainSettings, train
+        from microgpt_fut.backend.runtime import Runtime
+        from microgpt_fut.training.lines import TrainSettings, train
 
         rt = Runtime(spec["backend"], quiet=True)
         ctx = now() - t_start

@@ -75,7 +75,7 @@ def diverge(training) -> int:
     (finite state and losses, step = first bad step - 1) and return the bad step."""
     import numpy as np
 
-    from microgpt_fut.trainer import Diverged
+    from microgpt_fut.training.lines import Diverged
 
     with pytest.raises(Diverged) as e:
         training.run()

@@ -1,7 +1,7 @@
 """Shared fixtures: the built backends, one cached Runtime per backend, a tiny model.
 
 A test that takes the ``backend`` fixture runs once per backend in
-``microgpt_fut.runtime.BACKENDS``. README's test command builds every backend first,
+``microgpt_fut.backend.runtime.BACKENDS``. README's test command builds every backend first,
 so a missing library fails the test, except cuda's: it is built only where there is a
 CUDA toolkit, and its tests are skipped, saying so. Runtimes are created once per
 session (a futhark context is not free, and opencl on pocl compiles each kernel on
@@ -33,8 +33,8 @@ for _var, _sub in (("HOME", "home"), ("XDG_CACHE_HOME", "cache"), ("XDG_CONFIG_H
     (_SCRATCH / _sub).mkdir()
     os.environ[_var] = str(_SCRATCH / _sub)
 
-from microgpt_fut.model import GPTConfig
-from microgpt_fut.runtime import BACKENDS, PROGRAMS, Runtime, built_backends, library_name
+from microgpt_fut.models.microgpt import GPTConfig
+from microgpt_fut.backend.runtime import BACKENDS, PROGRAMS, Runtime, built_backends, library_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The data the project ships (data/README.md: names.txt, tinyshakespeare.txt).

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA_DIR, in_ci
-from microgpt_fut.tokenizer import HFTokenizer, train_bpe
+from microgpt_fut.data.tokenizer import HFTokenizer, train_bpe
 
 SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
 BPE_SIZE = 320  # 256 bytes, 63 merges, <|endoftext|>

@@ -17,9 +17,9 @@ import sys
 
 import numpy as np
 
-from microgpt_fut.cli import main
-from microgpt_fut.gpt2 import GPT2Model
-from microgpt_fut.model import Model
+from microgpt_fut.cli.commands import main
+from microgpt_fut.models.gpt2 import GPT2Model
+from microgpt_fut.models.microgpt import Model
 
 
 def _inject(fault: str, call: int) -> None:

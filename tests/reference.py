@@ -4,7 +4,7 @@ This is deliberately independent of the Futhark kernels: a plain NumPy forward
 pass over one sequence with an explicit causal mask, the batch loss, Adam as
 microgpt writes it, and central finite differences of the float64 loss.
 
-Parameters are the stacked dict of ``microgpt_fut.model`` (matrices [out, in]):
+Parameters are the stacked dict of ``microgpt_fut.models.microgpt`` (matrices [out, in]):
 
     wte [V, C]  wpe [T, C]  lm_head [V, C]
     attn_wq, attn_wk, attn_wv, attn_wo [L, C, C]  mlp_fc1 [L, F, C]  mlp_fc2 [L, C, F]

@@ -99,8 +99,8 @@ def test_seed_port_computes_microgpts_job(need_c, need_seed_port):
     from bench.datasets import load_docs
     from bench.seed_port import SeedPort
     from conftest import get_runtime
-    from microgpt_fut.data import Vocab, shuffled
-    from microgpt_fut.model import GPTConfig, Model
+    from microgpt_fut.data.lines import Vocab, shuffled
+    from microgpt_fut.models.microgpt import GPTConfig, Model
 
     docs, _ = load_docs("names", 16)
     vocab = Vocab.from_docs(docs)

@@ -13,12 +13,12 @@ import torch
 
 from bench import torch_ref as TR
 from conftest import DATA_DIR, get_runtime, make_tiny_case
-from microgpt_fut.model import PARAM_NAMES, GPTConfig, Model
+from microgpt_fut.models.microgpt import PARAM_NAMES, GPTConfig, Model
 
 
 def names_case(batch: int = 8, seed: int = 3):
     """microgpt's sizes, N(0, 0.08) weights, a batch of real names (padded rows)."""
-    from microgpt_fut.data import Vocab, read_docs
+    from microgpt_fut.data.lines import Vocab, read_docs
 
     path = DATA_DIR / "names.txt"
     docs = read_docs(path)[:batch]

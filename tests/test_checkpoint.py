@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.checkpoint import Checkpoint, CheckpointError
-from microgpt_fut.model import PARAM_NAMES, GPTConfig
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.training.checkpoint import Checkpoint, CheckpointError
+from microgpt_fut.models.microgpt import PARAM_NAMES, GPTConfig
 
 CONFIG = GPTConfig(vocab_size=6, n_embd=8, n_head=2, n_layer=2, block_size=5, mlp_width=12)
 VOCAB = ["a", "b", "c", "d", "e"]

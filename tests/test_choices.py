@@ -12,10 +12,11 @@ from click.testing import CliRunner
 from cli_helpers import assert_one_line_error
 from conftest import get_runtime
 from hf_helpers import need, random_hf_model, save_hf_folder, small_bpe
-from microgpt_fut import choices, hf
-from microgpt_fut.cli import main
-from microgpt_fut.data import DataError
-from microgpt_fut.gpt2 import GPT2Model
+from microgpt_fut.training import choices
+from microgpt_fut.training import hf
+from microgpt_fut.cli.commands import main
+from microgpt_fut.data.lines import DataError
+from microgpt_fut.models.gpt2 import GPT2Model
 
 EXAMPLES = Path(__file__).parent / "data" / "choices_example.jsonl"
 
@@ -92,3 +93,54 @@ def test_bad_choices_lines_are_named(tmp_path, line, fragment):
     r = CliRunner().invoke(main, ["eval", "--checkpoint", str(tmp_path / "none"),
                                   "--choices", str(bad)])
     assert_one_line_error(r)
+
+
+def test_train_eval_choices_scores_each_evaluation(tmp_path):
+    """`train --eval-choices FILE` (issue 30): each evaluation line, the CSV and the
+    checkpoint carry acc and acc_norm, the last ones equal `eval --choices` on the saved
+    model, and a resumed run keeps scoring the same file (the checkpoint names it)."""
+    from conftest import DATA_DIR
+    from microgpt_fut.training import checkpoint as ckpt
+
+    out = tmp_path / "m.safetensors"
+    args = ["train", "--arch", "gpt2", "--data-format", "text", "--data",
+            str(DATA_DIR / "tinyshakespeare.txt"), "--steps", "6", "--batch-size", "2",
+            "--n-embd", "16", "--n-head", "2", "--n-layer", "1", "--block-size", "128",
+            "--eval-every", "3", "--eval-iters", "1", "--samples", "0"]
+    r = CliRunner().invoke(main, [*args, "--eval-choices", str(EXAMPLES), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("step ") and "acc_norm" in ln]
+    assert [ln.split(":")[0] for ln in lines] == ["step 0", "step 3", "step 6"]
+    ck = ckpt.load(out)
+    assert [len(e) for e in ck.evals] == [5, 5, 5]
+    assert ck.train["eval_choices"] == str(EXAMPLES.resolve())
+    header = out.with_suffix(".losses.csv").read_text().splitlines()[0]
+    assert header.endswith("eval_acc,eval_acc_norm")
+    r = CliRunner().invoke(main, ["eval", "--checkpoint", str(out), "--choices", str(EXAMPLES)])
+    assert r.exit_code == 0, r.output
+    assert f"acc {ck.evals[-1][3]:.4f}, acc_norm {ck.evals[-1][4]:.4f}" in r.stdout
+    # resumed from step 3 (saved by --save-every): the same scores as the run above
+    part = tmp_path / "p.safetensors"
+    r = CliRunner().invoke(main, [*args[:args.index("--steps") + 1], "6",
+                                  *args[args.index("--steps") + 2:], "--eval-choices",
+                                  str(EXAMPLES), "--out", str(part), "--save-every", "3"])
+    assert r.exit_code == 0, r.output
+    assert ckpt.load(part).evals == ck.evals
+
+
+def test_train_eval_choices_is_refused_where_it_cannot_score(tmp_path):
+    from conftest import DATA_DIR
+
+    text = DATA_DIR / "tinyshakespeare.txt"
+    common = ["train", "--arch", "gpt2", "--data-format", "text", "--data", str(text),
+              "--steps", "2", "--n-embd", "16", "--n-head", "2", "--n-layer", "1",
+              "--eval-choices", str(EXAMPLES)]
+    r = CliRunner().invoke(main, [*common, "--block-size", "16"])
+    assert_one_line_error(r, "--eval-choices", "example 1", "block_size 16")
+    short = tmp_path / "t.txt"  # a character vocabulary without 'J'
+    short.write_text(text.read_text()[:5000])
+    r = CliRunner().invoke(main, [*common, "--block-size", "128", "--data", str(short)])
+    assert_one_line_error(r, "--eval-choices", "example 1", "not in the model's vocabulary")
+    r = CliRunner().invoke(main, ["train", "--data-format", "lines", "--eval-choices",
+                                  str(EXAMPLES), "--steps", "2"])
+    assert_one_line_error(r, "--eval-choices applies to --data-format text")

@@ -20,15 +20,15 @@ import cffi
 import pytest
 
 from cli_helpers import need_backend, small_data
-from microgpt_fut.context import ContextClosed, OwnedContext
+from microgpt_fut.backend.context import ContextClosed, OwnedContext
 
 ENOSPC_THEN_CLI = textwrap.dedent("""
     import errno, sys
-    import microgpt_fut.checkpoint as ckpt
+    import microgpt_fut.training.checkpoint as ckpt
     def full(f, data):
         raise OSError(errno.ENOSPC, "No space left on device")
     ckpt._write_all = full  # every save finds the disk full
-    from microgpt_fut.cli import main
+    from microgpt_fut.cli.commands import main
     main(prog_name="microgpt-fut")
 """)
 
@@ -81,7 +81,7 @@ def test_failed_save_names_whose_checkpoint_is_kept(tmp_path):
 def test_divergence_exit_prints_one_line(tmp_path):
     need_backend("c")
     data = small_data(tmp_path)
-    r = _python("from microgpt_fut.cli import main; main(prog_name='microgpt-fut')",
+    r = _python("from microgpt_fut.cli.commands import main; main(prog_name='microgpt-fut')",
                 "train", "--data", data, "--steps", 30, "--lr", "1e30",
                 "--out", "m.safetensors", cwd=tmp_path)
     _one_line(r, "training diverged at step", "nothing was saved")
@@ -92,8 +92,8 @@ def test_values_left_in_a_cycle_at_exit_are_freed_quietly(tmp_path):
     exits without closing anything: nothing printed, status 0."""
     need_backend("c")
     code = textwrap.dedent("""
-        from microgpt_fut.runtime import Runtime
-        from microgpt_fut.model import GPTConfig, Model
+        from microgpt_fut.backend.runtime import Runtime
+        from microgpt_fut.models.microgpt import GPTConfig, Model
         import numpy as np
         rt = Runtime("c", quiet=True)
         models = [Model.init(rt, GPTConfig(27, 32, 4, 2, 16), s) for s in range(4)]
@@ -133,8 +133,8 @@ def test_close_frees_values_before_the_context():
 def test_runtime_close_ends_its_values():
     """A closed Runtime refuses entry points with one line; a fresh one works."""
     need_backend("c")
-    from microgpt_fut.model import GPTConfig, Model
-    from microgpt_fut.runtime import Runtime
+    from microgpt_fut.models.microgpt import GPTConfig, Model
+    from microgpt_fut.backend.runtime import Runtime
 
     rt = Runtime("c", quiet=True)
     model = Model.init(rt, GPTConfig(5, 8, 2, 1, 4), 0)

@@ -10,12 +10,12 @@ from click.testing import CliRunner
 
 from cli_helpers import (NAMES_TXT, assert_one_line_error, broken_checkpoints, names_lines,
                          need_backend, small_data)
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.cli import main
-from microgpt_fut.data import Vocab, read_docs
-from microgpt_fut.model import Model
-from microgpt_fut.runtime import Runtime
-from microgpt_fut.trainer import TrainSettings, generate_names, train
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.cli.commands import main
+from microgpt_fut.data.lines import Vocab, read_docs
+from microgpt_fut.models.microgpt import Model
+from microgpt_fut.backend.runtime import Runtime
+from microgpt_fut.training.lines import TrainSettings, generate_names, train
 
 SAMPLE_RE = re.compile(r"sample +(\d+): (.*)")
 
@@ -316,7 +316,7 @@ def test_opencl_device_out_of_range():
 
 
 def test_no_opencl_platform(monkeypatch):
-    from microgpt_fut import runtime
+    from microgpt_fut.backend import runtime
 
     monkeypatch.setattr(runtime, "opencl_devices", lambda: [])
     for index in (None, 0, 3):
@@ -337,7 +337,7 @@ class _FakeFuthark:
 
 
 def _fake_backends(monkeypatch, tmp_path):
-    from microgpt_fut import runtime
+    from microgpt_fut.backend import runtime
 
     monkeypatch.setattr(runtime, "module_path", lambda b: tmp_path / f"_microgpt_{b}.so")
     monkeypatch.setattr(runtime, "import_module", lambda b, p: type("Mod", (), {"lib": None}))

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from cli_helpers import assert_one_line_error, need_backend, sigint_at_step
 from conftest import backend_params, get_runtime
 from hf_helpers import SHAKESPEARE, need, random_hf_model, save_hf_folder, shakespeare, small_bpe
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.cli import main
-from microgpt_fut.gpt2 import GPT2Model
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.cli.commands import main
+from microgpt_fut.models.gpt2 import GPT2Model
 
 SIZES = ["--n-embd", "32", "--n-layer", "2", "--n-head", "2", "--block-size", "32"]
 

@@ -17,11 +17,11 @@ from click.testing import CliRunner
 import reference_gpt2 as R
 from cli_helpers import assert_one_line_error, sigint_at_step
 from conftest import DATA_DIR, get_runtime
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.cli import main
-from microgpt_fut.text import load_text
-from microgpt_fut.text_training import TextSettings, TextTraining
-from microgpt_fut.gpt2 import GPT2Config, Recipe
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.cli.commands import main
+from microgpt_fut.data.text import load_text
+from microgpt_fut.training.stream import TextSettings, TextTraining
+from microgpt_fut.models.gpt2 import GPT2Config, Recipe
 
 SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
 SIZES = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size", "16"]
@@ -185,8 +185,8 @@ def test_other_bad_inputs(text_file, tmp_path):
 def test_nan_stops_the_run_at_its_first_bad_step(text_file):
     """An infinite weight makes step 1's loss NaN: Diverged names step 1 and the run
     stays at step 0 with its last good (here: initial) state."""
-    from microgpt_fut.gpt2 import GPT2Model
-    from microgpt_fut.trainer import Diverged
+    from microgpt_fut.models.gpt2 import GPT2Model
+    from microgpt_fut.training.lines import Diverged
 
     rt = get_runtime("c", "gpt2")
     data = load_text(text_file, 16)
@@ -241,7 +241,7 @@ def test_ctrl_c_saves_and_resume_equals_the_straight_run(text_file, tmp_path, mo
     """A real SIGINT after the call that ends at step 10 (calls end at multiples of 5 and
     at evaluations): exit 130, the checkpoint of step 10 (and its curves) saved;
     `train --resume` then ends with the straight run's bits."""
-    from microgpt_fut.gpt2 import GPT2Model
+    from microgpt_fut.models.gpt2 import GPT2Model
 
     full = tmp_path / "full.safetensors"
     assert run_cli(*train_args(text_file, full)).exit_code == 0

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import NAMES_TXT, names_lines
-from microgpt_fut.data import (DataError, Vocab, batch_indices, default_docs, load_docs,
+from microgpt_fut.data.lines import (DataError, Vocab, batch_indices, default_docs, load_docs,
                                read_docs, shuffled)
 
 

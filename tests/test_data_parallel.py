@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from cli_helpers import assert_one_line_error, diverge, need_backend, small_data
-from microgpt_fut.cli import main
-from microgpt_fut.data import load_data
-from microgpt_fut.data_parallel import DataParallelModel, runtimes, shard_rows
-from microgpt_fut.model import Model
-from microgpt_fut.trainer import Training, TrainSettings
+from microgpt_fut.cli.commands import main
+from microgpt_fut.data.lines import load_data
+from microgpt_fut.parallel.host_state import DataParallelModel, runtimes, shard_rows
+from microgpt_fut.models.microgpt import Model
+from microgpt_fut.training.lines import Training, TrainSettings
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_sharded_adam_steps_equal_the_kernels(rts, tiny):
 def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):
     """Two 2-thread runs are bit-identical, and so is one resumed at step 6."""
     docs, info = load_data(small_data(tmp_path, 40))
-    from microgpt_fut.model import GPTConfig
+    from microgpt_fut.models.microgpt import GPTConfig
 
     config = GPTConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
     settings = TrainSettings(num_steps=12, batch_size=5, steps_per_call=4, threads=2)
@@ -172,7 +172,7 @@ def test_divergence_on_threads_names_the_first_bad_step(rts, tmp_path):
     """lr 1e30 on 2 threads: the same first bad step whether the calls fuse 1 or 5 steps,
     and the run is left at the last good state (finite, step = bad step - 1)."""
     docs, info = load_data(small_data(tmp_path, 40))
-    from microgpt_fut.model import GPTConfig
+    from microgpt_fut.models.microgpt import GPTConfig
 
     config = GPTConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
     bad = [diverge(Training.start(rts[0], docs,

@@ -13,8 +13,8 @@ import pytest
 
 import reference_gpt2 as R
 from conftest import REQUIRED_BACKENDS
-from microgpt_fut.gpt2 import GPT2Config, GPT2Model, Recipe
-from microgpt_fut.runtime import built_backends
+from microgpt_fut.models.gpt2 import GPT2Config, GPT2Model, Recipe
+from microgpt_fut.backend.runtime import built_backends
 
 V, C, NH, L, T = 11, 8, 2, 2, 6
 

@@ -308,7 +308,7 @@ def test_report_files(tmp_path):
 
 def test_peak_memory_counts_a_model():
     """Runtime.peak_memory (Futhark's count of live arrays) sees a model's state."""
-    from microgpt_fut.model import GPTConfig, Model
+    from microgpt_fut.models.microgpt import GPTConfig, Model
 
     rt = get_runtime("c")
     rt.reset_peak_memory()

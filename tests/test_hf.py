@@ -20,10 +20,10 @@ import pytest
 
 from conftest import get_runtime
 from hf_helpers import need, random_hf_model, save_hf_folder, shakespeare, small_bpe
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut import hf
-from microgpt_fut.gpt2 import GPT2Config, GPT2Model, Recipe
-from microgpt_fut.tokenizer import CharVocab
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.training import hf
+from microgpt_fut.models.gpt2 import GPT2Config, GPT2Model, Recipe
+from microgpt_fut.data.tokenizer import CharVocab
 
 torch = need("torch")
 transformers = need("transformers")
@@ -246,7 +246,7 @@ def test_export_refusals_and_overwrite(tmp_path):
     with pytest.raises(hf.HFError) as e:
         hf.export_folder(ck, tmp_path / "file")
     assert "is a file" in _one_line(e)
-    from microgpt_fut.model import GPTConfig
+    from microgpt_fut.models.microgpt import GPTConfig
 
     cfg = GPTConfig(vocab_size=3)
     micro = ckpt.Checkpoint(cfg, ["a", "b"], {n: np.zeros(s, np.float32)

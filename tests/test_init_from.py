@@ -8,10 +8,10 @@ from click.testing import CliRunner
 
 from cli_helpers import assert_one_line_error, names_lines, need_backend
 from conftest import get_runtime
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.cli import main
-from microgpt_fut.data import Vocab, batch_indices, load_data, shuffled
-from microgpt_fut.model import Model
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.cli.commands import main
+from microgpt_fut.data.lines import Vocab, batch_indices, load_data, shuffled
+from microgpt_fut.models.microgpt import Model
 
 
 def run(*args):

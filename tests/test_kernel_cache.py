@@ -1,4 +1,4 @@
-"""The GPU backends' kernel cache (microgpt_fut.kernel_cache and its use by Runtime).
+"""The GPU backends' kernel cache (microgpt_fut.backend.kernel_cache and its use by Runtime).
 
 Most tests drive the cache with a stand-in for futhark-ffi's Futhark that writes
 what Futhark's runtime writes (its cache.h layout) to the file it is given, so
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from microgpt_fut import kernel_cache as kc
-from microgpt_fut import runtime
+from microgpt_fut.backend import kernel_cache as kc
+from microgpt_fut.backend import runtime
 
 from conftest import REPO_ROOT, get_runtime, no_cuda_reason
 
@@ -268,7 +268,8 @@ def test_a_second_process_finds_the_file(fake_cuda, library):
     """Two processes, the same folder: the first compiles and stores, the second loads."""
     script = textwrap.dedent(f"""
         from pathlib import Path
-        from microgpt_fut import kernel_cache, runtime
+        from microgpt_fut.backend import kernel_cache
+        from microgpt_fut.backend import runtime
         compiled = []
 
         class Fake:  # Futhark: restore from a complete file, else compile and store
@@ -320,7 +321,7 @@ def test_second_process_loads_cached_kernels(backend):
     second finds the file (a hit) and starts in seconds, not minutes."""
     rt = get_runtime(backend)  # compiles, if the cache was cold
     assert rt.kernel_cache is not None and rt.kernel_cache.final.exists()
-    script = (f"import time; t = time.perf_counter(); from microgpt_fut.runtime import Runtime; "
+    script = (f"import time; t = time.perf_counter(); from microgpt_fut.backend.runtime import Runtime; "
               f"rt = Runtime({backend!r}, quiet=True); "
               f"print(rt.kernel_cache.hit, time.perf_counter() - t)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(

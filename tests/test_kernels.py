@@ -9,7 +9,7 @@ import pytest
 
 import reference as R
 from conftest import DATA_DIR, REQUIRED_BACKENDS, get_runtime
-from microgpt_fut.model import PARAM_NAMES, GPTConfig, Model
+from microgpt_fut.models.microgpt import PARAM_NAMES, GPTConfig, Model
 
 
 def rel_err(a, b) -> float:

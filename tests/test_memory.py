@@ -9,8 +9,8 @@ import pytest
 
 from cli_helpers import need_backend
 from conftest import DATA_DIR
-from microgpt_fut import memory
-from microgpt_fut.model import GPTConfig
+from microgpt_fut.training import memory
+from microgpt_fut.models.microgpt import GPTConfig
 
 SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
 
@@ -23,7 +23,7 @@ def peak():
     with open(os.environ["PEAK_FILE"], "w") as f:
         f.write(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
 atexit.register(peak)
-from microgpt_fut.cli import main
+from microgpt_fut.cli.commands import main
 main(args=sys.argv[1:], prog_name="microgpt-fut")
 """
 
@@ -68,11 +68,11 @@ def test_estimate_covers_the_measured_peak():
     need_backend("c")
     code = """
 import sys
-from microgpt_fut.runtime import Runtime
-from microgpt_fut.model import GPTConfig
-from microgpt_fut.data import load_data
-from microgpt_fut.trainer import Training, TrainSettings
-from microgpt_fut import checkpoint as ckpt
+from microgpt_fut.backend.runtime import Runtime
+from microgpt_fut.models.microgpt import GPTConfig
+from microgpt_fut.data.lines import load_data
+from microgpt_fut.training.lines import Training, TrainSettings
+from microgpt_fut.training import checkpoint as ckpt
 rt = Runtime("c", None, quiet=True)
 docs, info = load_data(None)
 C = int(sys.argv[1])
@@ -132,7 +132,7 @@ def test_checkpoint_larger_than_the_disk_and_device_memory(tmp_path):
 def test_batch_and_threads_count_where_they_are_held():
     """Both models' backward by hand (c and multicore), and opencl and cuda, hold every
     document's activations; each --threads context its own state."""
-    from microgpt_fut.gpt2 import GPT2Config
+    from microgpt_fut.models.gpt2 import GPT2Config
 
     gpt2 = GPT2Config(27, 64, 4, 2, 32)
     for backend in ("c", "multicore", "opencl"):

@@ -25,8 +25,8 @@ from safetensors.numpy import load_file
 
 from cli_helpers import need_backend, small_data
 from conftest import DATA_DIR, in_ci
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.cli import main
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.cli.commands import main
 
 FAULT = Path(__file__).with_name("mpi_fault.py")
 # Open MPI's shared-memory transport copies large messages with process_vm_readv, which
@@ -279,7 +279,7 @@ def _env_of(**kw) -> dict:
 
 
 def test_launch_is_read_from_the_launchers_environment():
-    from microgpt_fut.mpi_world import launched, rank_timeout
+    from microgpt_fut.parallel.mpi_world import launched, rank_timeout
 
     assert launched({}) == (0, 1)
     assert launched(_env_of(OMPI_COMM_WORLD_SIZE=4, OMPI_COMM_WORLD_RANK=3)) == (3, 4)
@@ -322,7 +322,7 @@ def test_shared_stop_and_pacer_take_the_jobs_decision():
     """A signal to any rank stops every rank after the same call (MAX of the flags;
     sticky); every rank takes rank 0's number of steps."""
     from microgpt_fut.interrupt import StopRequest
-    from microgpt_fut.mpi_world import SharedPacer, SharedStop
+    from microgpt_fut.parallel.mpi_world import SharedPacer, SharedStop
     from microgpt_fut.pacing import CallPacer
 
     local = StopRequest()
@@ -338,8 +338,8 @@ def test_shared_stop_and_pacer_take_the_jobs_decision():
 
 
 def test_each_rank_takes_its_share_of_the_rows():
-    from microgpt_fut.data_parallel import local_shards
-    from microgpt_fut.exchange import Exchange, MPIExchange
+    from microgpt_fut.parallel.host_state import local_shards
+    from microgpt_fut.parallel.exchange import Exchange, MPIExchange
 
     shares = [MPIExchange(_FakeComm(r, 3)).rows(8) for r in range(3)]
     assert shares == [slice(0, 2), slice(2, 5), slice(5, 8)]
@@ -350,7 +350,7 @@ def test_each_rank_takes_its_share_of_the_rows():
 
 
 def test_local_sum_is_the_weighted_sum_in_order():
-    from microgpt_fut.exchange import Exchange
+    from microgpt_fut.parallel.exchange import Exchange
 
     rng = np.random.default_rng(0)
     grads = [rng.standard_normal(5).astype(np.float32) for _ in range(3)]
@@ -363,7 +363,8 @@ def test_local_sum_is_the_weighted_sum_in_order():
 
 
 def test_local_device_is_the_rank_on_its_node_mod_the_gpus(monkeypatch):
-    from microgpt_fut import cli_mpi, runtime
+    from microgpt_fut.cli import mpi as cli_mpi
+    from microgpt_fut.backend import runtime
 
     assert cli_mpi.local_device("c", None, 3) is None
     assert cli_mpi.local_device("cuda", 1, 3) == 1  # --device: every rank the same
@@ -377,7 +378,7 @@ def _pair(timeout: float = 30.0):
     """Rank 0's and rank 1's Watchdog over loopback, and what each was told."""
     import threading
 
-    from microgpt_fut.watchdog import Watchdog, listen
+    from microgpt_fut.parallel.watchdog import Watchdog, listen
 
     told = {0: [], 1: []}
     srv, port, token = listen("127.0.0.1")
@@ -433,7 +434,7 @@ def test_a_token_is_needed_to_pose_as_a_rank():
     import socket
     import threading
 
-    from microgpt_fut.watchdog import Watchdog, WatchdogError, listen
+    from microgpt_fut.parallel.watchdog import Watchdog, WatchdogError, listen
 
     srv, port, token = listen("127.0.0.1")
     errors = []

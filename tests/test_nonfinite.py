@@ -25,10 +25,10 @@ from safetensors.numpy import save_file
 
 from cli_helpers import assert_one_line_error, need_backend, small_data
 from conftest import DATA_DIR
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.cli import main
-from microgpt_fut.gpt2 import GPT2Model
-from microgpt_fut.model import Model
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.cli.commands import main
+from microgpt_fut.models.gpt2 import GPT2Model
+from microgpt_fut.models.microgpt import Model
 
 SIZES = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16"]
 
@@ -228,7 +228,7 @@ def test_hf_folder_with_nan_is_refused(text_checkpoint, tmp_path):
 
 
 def test_export_folder_refuses_non_finite_weights(text_checkpoint, tmp_path):
-    from microgpt_fut import hf
+    from microgpt_fut.training import hf
 
     ck = ckpt.load(text_checkpoint, adam=False)
     ck.params = {k: a.copy() for k, a in ck.params.items()}

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from conftest import get_runtime
-from microgpt_fut import runtime as runtime_mod
-from microgpt_fut.runtime import Runtime, built_backends, opencl_devices
+from microgpt_fut.backend import runtime as runtime_mod
+from microgpt_fut.backend.runtime import Runtime, built_backends, opencl_devices
 
 A = np.arange(1, 100_001, dtype=np.int64)            # sum 5_000_050_000
 B = np.arange(1, 100_001, dtype=np.int64)[::-1] * 3  # sum 15_000_150_000
@@ -73,7 +73,7 @@ def test_sum_i64_fresh_on_pocl_with_workaround():
 _NO_WORKAROUND = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from microgpt_fut.runtime import Runtime
+    from microgpt_fut.backend.runtime import Runtime
     rt = Runtime("opencl", device=int(sys.argv[1]), quiet=True, pocl_workaround=False)
     out = []
     for xs in (np.arange(1, 100_001, dtype=np.int64),

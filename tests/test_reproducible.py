@@ -25,7 +25,7 @@ from safetensors.numpy import load_file
 
 from cli_helpers import NAMES_TXT, need_backend
 from conftest import REPO_ROOT, DATA_DIR
-from microgpt_fut.runtime import build_dir
+from microgpt_fut.backend.runtime import build_dir
 
 PROBE = REPO_ROOT / "tests" / "c" / "layout_probe.c"
 # Makes clang vectorise remainder loops at 8 float lanes too, as it does by default at 16
@@ -122,7 +122,7 @@ def test_gradient_does_not_depend_on_heap_history(n_embd, batch):
     fresh memory, later ones reuse Futhark's free list), give one gradient, bit for bit."""
     need_backend("c")
     from conftest import get_runtime
-    from microgpt_fut.model import GPTConfig, Model
+    from microgpt_fut.models.microgpt import GPTConfig, Model
 
     rt = get_runtime("c")
     model = Model.init(rt, GPTConfig(27, n_embd, 4, 1, 16), 7)

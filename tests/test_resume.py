@@ -25,11 +25,11 @@ from click.testing import CliRunner
 
 from cli_helpers import (assert_one_line_error, broken_checkpoints, diverge, need_backend,
                          sigint_at_step, small_data)
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.cli import main
-from microgpt_fut.data import batch_indices, load_data
-from microgpt_fut.model import GPTConfig, Model
-from microgpt_fut.trainer import Training, TrainSettings
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.cli.commands import main
+from microgpt_fut.data.lines import batch_indices, load_data
+from microgpt_fut.models.microgpt import GPTConfig, Model
+from microgpt_fut.training.lines import Training, TrainSettings
 
 SEVEN = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia"]
 RESUME_ATOL = 1e-4  # for backends that are not bit-reproducible run to run (multicore)
@@ -372,7 +372,7 @@ def test_resume_bad_checkpoints(saved, tmp_path):
 # --- Ctrl-C on a real process --------------------------------------------------------------
 
 def test_sigint_saves_and_resume_finishes(tmp_path):
-    """`python -m microgpt_fut.cli train`, SIGINT after its first progress line: exit 130,
+    """`python -m microgpt_fut.cli.commands train`, SIGINT after its first progress line: exit 130,
     a checkpoint named in the message, and resuming it finishes the run exactly."""
     need_backend("c")
     data = small_data(tmp_path, 2000)
@@ -381,7 +381,7 @@ def test_sigint_saves_and_resume_finishes(tmp_path):
     args = ["--data", str(data), "--steps", str(total), "--n-embd", "8", "--n-head", "2",
             "--block-size", "8", "--steps-per-call", "5", "--samples", "0"]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "microgpt_fut.cli", "train", *args,
+    proc = subprocess.Popen([sys.executable, "-m", "microgpt_fut.cli.commands", "train", *args,
                              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=tmp_path)
     try:
@@ -421,7 +421,7 @@ def test_sigint_saves_and_resume_finishes(tmp_path):
 
 
 def test_python_dash_m_names_the_program():
-    r = subprocess.run([sys.executable, "-m", "microgpt_fut.cli", "--help"],
+    r = subprocess.run([sys.executable, "-m", "microgpt_fut.cli.commands", "--help"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "Usage: microgpt-fut" in r.stdout
     r = subprocess.run([sys.executable, "-m", "microgpt_fut", "train", "--help"],

@@ -15,12 +15,12 @@ from click.testing import CliRunner
 
 from cli_helpers import assert_one_line_error
 from conftest import DATA_DIR
-from microgpt_fut import shards
-from microgpt_fut.cli import main
-from microgpt_fut.data import DataError
-from microgpt_fut.prepare import char_vocab, prepare
-from microgpt_fut.text import load_text
-from microgpt_fut.tokenizer import train_bpe
+from microgpt_fut.data import shards
+from microgpt_fut.cli.commands import main
+from microgpt_fut.data.lines import DataError
+from microgpt_fut.data.prepare import char_vocab, prepare
+from microgpt_fut.data.text import load_text
+from microgpt_fut.data.tokenizer import train_bpe
 
 SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
 
@@ -123,7 +123,7 @@ def test_prepare_refuses_bad_input_in_one_line(tmp_path, content, fragment):
 
 
 def test_iter_text_reports_the_offset_past_the_first_chunk(tmp_path):
-    from microgpt_fut.prepare import iter_text
+    from microgpt_fut.data.prepare import iter_text
 
     src = tmp_path / "in.txt"
     src.write_bytes(b"ab\n" * 1000 + "é".encode() + b"\x80")
@@ -243,7 +243,7 @@ def test_memory_stays_flat_on_a_billion_tokens(tmp_path):
             f.truncate(shards.HEADER_BYTES + 2 * n)  # zeros: token 0, sparse
     code = textwrap.dedent(f"""
         import resource
-        from microgpt_fut import shards
+        from microgpt_fut.data import shards
         d = shards.load_tokens({str(folder)!r}, 64)
         assert len(d.train) == {2 * n}
         for step in range(5):

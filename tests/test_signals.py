@@ -10,7 +10,7 @@ import pytest
 
 from cli_helpers import need_backend, small_data
 from conftest import DATA_DIR
-from microgpt_fut import checkpoint as ckpt
+from microgpt_fut.training import checkpoint as ckpt
 
 STEPS = 1_000_000
 
@@ -81,8 +81,8 @@ def test_two_runs_never_write_one_out_at_once(tmp_path):
 # takes hours would: it says "in call" on stderr first. The run is the real command.
 _BLOCKED_RUN = """
 import sys, threading
-from microgpt_fut.cli import main
-from microgpt_fut.model import Model
+from microgpt_fut.cli.commands import main
+from microgpt_fut.models.microgpt import Model
 
 def never_returns(self, *args, **kwargs):
     print("in call", file=sys.stderr, flush=True)

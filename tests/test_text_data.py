@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import DATA_DIR
-from microgpt_fut.data import DataError, read_docs, read_text
-from microgpt_fut.text import CharVocab, load_text, stream_rng, windows
+from microgpt_fut.data.lines import DataError, read_docs, read_text
+from microgpt_fut.data.text import CharVocab, load_text, stream_rng, windows
 
 # 54 characters, 26 distinct
 TEXT = "First Citizen:\nBefore we proceed any further, hear me."

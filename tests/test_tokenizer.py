@@ -17,11 +17,11 @@ import pytest
 
 from hf_helpers import BPE_SIZE, shakespeare, small_bpe
 from reference_bpe import ReferenceBPE
-from microgpt_fut import checkpoint as ckpt
-from microgpt_fut.data import DataError
-from microgpt_fut.gpt2 import GPT2Config
-from microgpt_fut.text import load_text
-from microgpt_fut.tokenizer import (EOT, CharVocab, HFTokenizer, from_json, load_tokenizer,
+from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.data.lines import DataError
+from microgpt_fut.models.gpt2 import GPT2Config
+from microgpt_fut.data.text import load_text
+from microgpt_fut.data.tokenizer import (EOT, CharVocab, HFTokenizer, from_json, load_tokenizer,
                                     train_bpe)
 
 # ASCII, 2-, 3- and 4-byte UTF-8 characters: the BPE splits the last ones over tokens

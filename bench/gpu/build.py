@@ -111,7 +111,7 @@ def stage(target: str, source: Path, build_root: Path) -> Path:
 
 def build(target: str, source: Path, build_root: Path) -> float:
     """Stage, fix up and compile ``target``'s CFFI module into build_root/<target>
-    (where microgpt_fut.runtime finds it through $MICROGPT_FUT_BUILD); returns the
+    (where microgpt_fut.backend.runtime finds it through $MICROGPT_FUT_BUILD); returns the
     seconds it took. Raises BuildError with the compiler's last line on failure."""
     t0 = time.perf_counter()
     backend = backend_of(target)

@@ -32,7 +32,7 @@ class PayloadError(RuntimeError):
 
 
 def sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes (hex). The same as microgpt_fut.kernel_cache.file_digest,
+    """SHA-256 of a file's bytes (hex). The same as microgpt_fut.backend.kernel_cache.file_digest,
     kept here on purpose: ``verify`` runs in bench/gpu/run's runner process, under the
     GPU machine's bare python3, whose sys.path has the repository root but not driver/
     (only the runner's child processes get driver/ on PYTHONPATH)."""

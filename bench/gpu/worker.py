@@ -88,8 +88,8 @@ def dataset(cfg: dict):
 
 def model_config(cfg: dict, vocab: int):
     """The GPTConfig (microgpt) or GPT2Config (gpt2, with biases) of a configuration."""
-    from microgpt_fut.gpt2 import GPT2Config
-    from microgpt_fut.model import GPTConfig
+    from microgpt_fut.models.gpt2 import GPT2Config
+    from microgpt_fut.models.microgpt import GPTConfig
 
     cls = GPT2Config if cfg["arch"] == "gpt2" else GPTConfig
     return cls(vocab, cfg["n_embd"], cfg["n_head"], cfg["n_layer"], cfg["block_size"])
@@ -99,7 +99,7 @@ class FutharkEngine:
     """Our kernels (microgpt's or GPT-2's library) on one backend."""
 
     def __init__(self, backend: str, arch: str):
-        from microgpt_fut.runtime import Runtime
+        from microgpt_fut.backend.runtime import Runtime
 
         self.arch = arch
         self.rt = Runtime(backend, program=arch)  # says so when it compiles the kernels
@@ -107,8 +107,8 @@ class FutharkEngine:
         self.kernel_cache = "off" if cache is None else ("hit" if cache.hit else "compiled")
 
     def model(self, config):
-        from microgpt_fut.gpt2 import GPT2Model
-        from microgpt_fut.model import Model
+        from microgpt_fut.models.gpt2 import GPT2Model
+        from microgpt_fut.models.microgpt import Model
 
         from ..datasets import init_params
 
@@ -119,7 +119,7 @@ class FutharkEngine:
     def train(self, m, tokens, n_pos) -> np.ndarray:
         """K steps; the losses as NumPy (so the device has finished)."""
         if self.arch == "gpt2":
-            from microgpt_fut.gpt2 import Recipe
+            from microgpt_fut.models.gpt2 import Recipe
 
             return m.train(tokens[:, None], None, Recipe())[0]
         return m.train(tokens, n_pos, 10 ** 6)
@@ -151,7 +151,7 @@ class TorchEngine:
             torch.set_num_threads(1)
 
     def model(self, config):
-        from microgpt_fut.gpt2 import GPT2Config, Recipe
+        from microgpt_fut.models.gpt2 import GPT2Config, Recipe
 
         from ..datasets import init_params
         from ..torch_ref import RecipeTrainer, TorchGPT, TorchGPT2, TorchTrainer
@@ -207,7 +207,7 @@ def first_step(spec: dict) -> None:
     startup_s = time.time() - spec["launched"]  # the interpreter, NumPy and this module
     t0 = now()
     if spec["engine"]["kind"] == "futhark":
-        import microgpt_fut.gpt2  # noqa: F401  (and the runtime, futhark-ffi, cffi)
+        import microgpt_fut.models.gpt2  # noqa: F401  (and the runtime, futhark-ffi, cffi)
     else:
         import torch  # noqa: F401
     import_s = now() - t0

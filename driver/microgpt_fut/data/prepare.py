@@ -21,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .data import DataError
+from .lines import DataError
 from .shards import DTYPES, ShardWriter, version_for
 from .tokenizer import CharVocab, Tokenizer
 

@@ -41,9 +41,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .exchange import Exchange, shard_rows
-from .gpt2 import DEVICE_NAMES, GPT2Config, GPT2Model, Recipe
-from .model import PARAM_NAMES, GPTConfig, Model, state_arrays
-from .runtime import Runtime
+from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
+from ..models.microgpt import PARAM_NAMES, GPTConfig, Model, state_arrays
+from ..backend.runtime import Runtime
 
 Arrays = dict[str, np.ndarray]
 
@@ -90,7 +90,7 @@ def adam_step(state: HostState, grad: np.ndarray, num_steps: int, lr: float, bet
     f = np.float32
     t = f(state.step)
     b1, b2 = f(beta1), f(beta2)
-    with np.errstate(over="ignore", invalid="ignore"):  # a blow-up: CheckedRun reports it
+    with np.errstate(over="ignore", invalid="ignore"):  # a blow-up: run.Run reports it
         lr_t = f(lr) * (f(1) - t / f(num_steps))
         bc1 = f(1) - b1 ** (t + f(1))
         bc2 = f(1) - b2 ** (t + f(1))
@@ -135,15 +135,47 @@ def _check_contexts(rts: list[Runtime]) -> None:
         raise ValueError("--threads applies to the c backend only")
 
 
-class _HostStateModel:
-    """What both data-parallel models share: the state on the host (``state``, a
-    HostState), copies of it as the device models' dicts, and the Exchange that sums
-    the shards' gradients (``exchange``; its ``bad_ranks`` name the ranks of a
-    non-finite step)."""
+class HostStateModel:
+    """One data-parallel model for both families (--threads contexts and MPI ranks): the
+    state on the host (``state``, a HostState, flat float32 vectors), one gradient per
+    shard of a step's rows from its own context on its own thread, summed by the
+    Exchange (``exchange``; its ``bad_ranks`` name the ranks of a non-finite step),
+    and one optimiser step on the host. A family's subclass (DataParallelModel,
+    DataParallelGPT2) says how a context holds the parameters (``_device_model``),
+    its optimiser's step and its device model's interface for sampling.
 
-    config: GPTConfig
-    state: HostState
-    exchange: Exchange
+    Raises ValueError when several Runtimes are given and one is not the c backend.
+    """
+
+    device_class: type  # the family's device model (model.Model, gpt2.GPT2Model)
+
+    def __init__(self, rts: list[Runtime], config: GPTConfig, state: HostState,
+                 exchange: Exchange | None = None):
+        _check_contexts(rts)
+        self.rts, self.rt, self.config, self.state = rts, rts[0], config, state
+        self.exchange = exchange or Exchange()
+        self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
+
+    @classmethod
+    def init(cls, rts: list[Runtime], config: GPTConfig, seed: int,
+             exchange: Exchange | None = None):
+        """The device model's initial parameters under seed (the same kernels' RNG),
+        optimiser moments zero, step 0."""
+        params = cls.device_class.init(rts[0], config, seed).params()
+        return cls.from_arrays(rts, config, params, exchange=exchange)
+
+    @classmethod
+    def from_arrays(cls, rts: list[Runtime], config: GPTConfig, params: Arrays,
+                    m: Arrays | None = None, v: Arrays | None = None,
+                    step: int = 0, exchange: Exchange | None = None):
+        """As the device model's from_arrays (a checkpoint); raises ValueError on a shape
+        mismatch."""
+        return cls(rts, config, HostState(*_flat_groups(config, params, m, v), step), exchange)
+
+    def _device_model(self, i: int):
+        """Context i holding the current parameters (optimiser moments zero: only
+        gradients, losses and samples are taken there)."""
+        raise NotImplementedError
 
     @property
     def bad_ranks(self) -> tuple[int, ...]:
@@ -151,15 +183,43 @@ class _HostStateModel:
         (empty in one process)."""
         return self.exchange.bad_ranks
 
+    def _loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, np.ndarray]:
+        """(mean loss, flat float32 gradient) of one batch: tokens int64 [B, T+1], n_pos
+        int64 [B], from the shards' gradients on the threads (and, under MPI, the
+        other ranks'), each weighted by its share of the batch's valid positions (the
+        loss is a mean over positions: train.fut's compute_loss), in a fixed order."""
+        shards = local_shards(self.exchange, len(n_pos), len(self.rts))
+        total = float(np.sum(n_pos))
+
+        def shard(i: int):
+            rows = shards[i]
+            return self._device_model(i).loss_grad(tokens[rows], n_pos[rows])
+
+        parts = ((float(np.sum(n_pos[rows])) / total, shard_loss,
+                  flatten(shard_grad, self.device_class.names))
+                 for rows, (shard_loss, shard_grad)
+                 in zip(shards, self._pool.map(shard, range(len(shards)))))
+        return self.exchange.combine(parts, len(self.state.params))
+
+    def loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, Arrays]:
+        """As the device model's loss_grad: (mean loss, gradient by tensor) of one batch
+        tokens [B, T+1], n_pos [B]; no update."""
+        loss, grad = self._loss_grad(tokens, n_pos)
+        return loss, unflatten(grad, self.config)
+
+    def logits_seq(self, tokens: np.ndarray) -> np.ndarray:
+        """As the device model's logits_seq, on context 0."""
+        return self._device_model(0).logits_seq(tokens)
+
     def _copies(self, flat: np.ndarray) -> Arrays:
         return {n: a.copy() for n, a in unflatten(flat, self.config).items()}
 
     def params(self) -> Arrays:
-        """Copies of the parameters, as Model.params."""
+        """Copies of the parameters, as the device model's params()."""
         return self._copies(self.state.params)
 
     def adam(self) -> tuple[Arrays, Arrays]:
-        """Copies of the optimiser's moments, as Model.adam."""
+        """Copies of the optimiser's moments, as the device model's adam()."""
         return self._copies(self.state.m), self._copies(self.state.v)
 
     def finite(self) -> bool:
@@ -170,74 +230,34 @@ class _HostStateModel:
     def step(self) -> int:
         return self.state.step
 
+    def _split(self, n: int, call) -> np.ndarray:
+        """call(context, rows) for this process's contexts' shares of n rows (all of them:
+        samples are not shared with other ranks), concatenated in order."""
+        parts = shard_rows(n, len(self.rts)) if n else [slice(0, 0)]
+        return np.concatenate(list(self._pool.map(lambda i: call(self._device_model(i),
+                                                                 parts[i]),
+                                                  range(len(parts)))))
 
-class DataParallelModel(_HostStateModel):
-    """A GPT trained on len(rts) c-backend Runtimes, called from as many threads at once;
-    Model's interface.
 
-    The state lives on the host (``state``: a HostState); each step sends the
-    parameters to every context and brings back one gradient per shard, which
-    ``exchange`` sums (default: this process's shards only; an MPIExchange adds the
-    other ranks'). Methods and shapes are Model's. Raises ValueError when several
-    Runtimes are given and one is not the c backend.
-    """
+class DataParallelModel(HostStateModel):
+    """microgpt trained on len(rts) c-backend Runtimes, called from as many threads at
+    once (HostStateModel); Model's interface, with microgpt's Adam on the host."""
+
+    device_class = Model
 
     def __init__(self, rts: list[Runtime], config: GPTConfig, state: HostState,
                  exchange: Exchange | None = None):
-        _check_contexts(rts)
-        self.rts = rts
-        self.rt = rts[0]
-        self.config = config
-        self.state = state
-        self.exchange = exchange or Exchange()
+        super().__init__(rts, config, state, exchange)
         # Adam moments for the contexts' states, made once per context: zero (a fresh
         # model's), as only the gradient is taken there (futhark-ffi passes device
         # arrays through as they are)
         self._zeros = [rt.entry("get_adam_m", Model.init(rt, config, 0).state) for rt in rts]
-        self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
-
-    @classmethod
-    def init(cls, rts: list[Runtime], config: GPTConfig, seed: int,
-             exchange: Exchange | None = None) -> "DataParallelModel":
-        """Model.init's parameters (the same kernels' RNG), Adam moments zero, step 0."""
-        params = Model.init(rts[0], config, seed).params()
-        return cls.from_arrays(rts, config, params, exchange=exchange)
-
-    @classmethod
-    def from_arrays(cls, rts: list[Runtime], config: GPTConfig, params: Arrays,
-                    m: Arrays | None = None, v: Arrays | None = None,
-                    step: int = 0, exchange: Exchange | None = None) -> "DataParallelModel":
-        """As Model.from_arrays (a checkpoint); raises ValueError on a shape mismatch."""
-        return cls(rts, config, HostState(*_flat_groups(config, params, m, v), step), exchange)
 
     def _device_model(self, i: int) -> Model:
-        """Context i holding the current parameters (Adam moments zero: only the
-        gradient is taken there)."""
         rt, zeros = self.rts[i], self._zeros[i]
         params = unflatten(self.state.params, self.config).values()
         return Model(rt, self.config, rt.entry("make_state", self.config.n_head, 0, *params,
                                                *zeros, *zeros))
-
-    def _loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, np.ndarray]:
-        """(mean loss, flat float32 gradient) of one batch: tokens int64 [B, T+1], n_pos
-        int64 [B], from the shards' gradients on the threads (and, under MPI, the
-        other ranks'), each weighted by its share of the batch's positions."""
-        shards = local_shards(self.exchange, len(n_pos), len(self.rts))
-        total = float(np.sum(n_pos))
-
-        def shard(i: int):
-            rows = shards[i]
-            return self._device_model(i).loss_grad(tokens[rows], n_pos[rows])
-
-        parts = ((float(np.sum(n_pos[rows])) / total, shard_loss, flatten(shard_grad))
-                 for rows, (shard_loss, shard_grad)
-                 in zip(shards, self._pool.map(shard, range(len(shards)))))
-        return self.exchange.combine(parts, len(self.state.params))
-
-    def loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray) -> tuple[float, Arrays]:
-        """As Model.loss_grad: (mean loss, gradient by tensor) of one batch, no update."""
-        loss, grad = self._loss_grad(tokens, n_pos)
-        return loss, unflatten(grad, self.config)
 
     def train(self, tokens: np.ndarray, n_pos: np.ndarray, num_steps: int, lr: float = 0.01,
               beta1: float = 0.85, beta2: float = 0.99, eps: float = 1e-8) -> np.ndarray:
@@ -255,14 +275,8 @@ class DataParallelModel(_HostStateModel):
         """As Model.generate, the n samples split over the threads: sample i draws from
         the kernels' random stream i whichever context makes it, so the result is the
         single context's."""
-        parts = shard_rows(n, len(self.rts)) if n else [slice(0, 0)]
-
-        def part(i: int) -> np.ndarray:
-            rows = parts[i]
-            return self._device_model(i).generate(seed, rows.stop - rows.start, temperature,
-                                                  first + rows.start)
-
-        return np.concatenate(list(self._pool.map(part, range(len(parts)))))
+        return self._split(n, lambda model, rows: model.generate(
+            seed, rows.stop - rows.start, temperature, first + rows.start))
 
 
 def adamw_step(state: HostState, grad: np.ndarray, decay: np.ndarray, recipe: Recipe,
@@ -272,7 +286,7 @@ def adamw_step(state: HostState, grad: np.ndarray, decay: np.ndarray, recipe: Re
     parameter) shrunk by (1 - lr wd) first, then the bias-corrected update."""
     f = np.float32
     t = f(state.step + 1)
-    with np.errstate(over="ignore", invalid="ignore"):  # a blow-up: CheckedRun reports it
+    with np.errstate(over="ignore", invalid="ignore"):  # a blow-up: run.Run reports it
         b1, b2, lr = f(recipe.beta1), f(recipe.beta2), f(lr)
         g = f(clip_coef) * grad
         m = b1 * state.m + (f(1) - b1) * g
@@ -285,70 +299,35 @@ def adamw_step(state: HostState, grad: np.ndarray, decay: np.ndarray, recipe: Re
     return HostState(params, m, v, state.step + 1)
 
 
-class DataParallelGPT2(_HostStateModel):
+class DataParallelGPT2(HostStateModel):
     """A GPT-2 trained with nanoGPT's recipe on len(rts) c-backend GPT-2 Runtimes, one
-    thread each; GPT2Model's interface for training (the module's docstring). The
-    state lives on the host; evaluation batches and samples are split over the
-    contexts. Reproducible for a given number of threads; another number agrees to
-    float32 rounding."""
+    thread each (HostStateModel); GPT2Model's interface. Evaluation batches and
+    samples are split over the contexts. Reproducible for a given number of threads;
+    another number agrees to float32 rounding."""
 
-    names = DEVICE_NAMES
+    device_class = GPT2Model
 
     def __init__(self, rts: list[Runtime], config: GPT2Config, state: HostState,
                  exchange: Exchange | None = None):
-        _check_contexts(rts)
-        self.rts, self.rt, self.config, self.state = rts, rts[0], config, state
-        self.exchange = exchange or Exchange()
+        super().__init__(rts, config, state, exchange)
         self._decay = np.concatenate([np.full(int(np.prod(shape)), name in DECAYED)
                                       for name, shape in config.shapes().items()])
-        self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
-
-    @classmethod
-    def init(cls, rts: list[Runtime], config: GPT2Config, seed: int,
-             exchange: Exchange | None = None) -> "DataParallelGPT2":
-        """GPT2Model.init's weights (the kernels' RNG), moments zero, step 0."""
-        return cls.from_arrays(rts, config, GPT2Model.init(rts[0], config, seed).params(),
-                               exchange=exchange)
-
-    @classmethod
-    def from_arrays(cls, rts: list[Runtime], config: GPT2Config, params: Arrays,
-                    m: Arrays | None = None, v: Arrays | None = None,
-                    step: int = 0, exchange: Exchange | None = None) -> "DataParallelGPT2":
-        """As GPT2Model.from_arrays; raises ValueError on a shape mismatch."""
-        return cls(rts, config, HostState(*_flat_groups(config, params, m, v), step), exchange)
 
     def _device_model(self, i: int) -> GPT2Model:
-        """Context i holding the current weights (moments zero: only gradients and
-        losses are taken there)."""
         return GPT2Model.from_arrays(self.rts[i], self.config,
                                      unflatten(self.state.params, self.config))
 
-    def _loss_grad(self, windows: np.ndarray) -> tuple[float, np.ndarray]:
-        """(mean loss, flat gradient) of windows [N, T+1] (all positions count), from the
-        shards' on the threads (and, under MPI, the other ranks'), weighted by their
-        share of the rows, in a fixed order."""
-        shards = local_shards(self.exchange, len(windows), len(self.rts))
-
-        def shard(i: int):
-            return self._device_model(i).loss_grad(windows[shards[i]])
-
-        parts = (((rows.stop - rows.start) / len(windows), shard_loss,
-                  flatten(shard_grad, DEVICE_NAMES))
-                 for rows, (shard_loss, shard_grad)
-                 in zip(shards, self._pool.map(shard, range(len(shards)))))
-        return self.exchange.combine(parts, len(self.state.params))
-
     def train(self, tokens: np.ndarray, n_pos: np.ndarray | None, recipe: Recipe
               ) -> tuple[np.ndarray, np.ndarray]:
-        """As GPT2Model.train (text windows only: n_pos must be None): K recipe steps on
-        tokens [K, A, B, T+1]; (losses [K], gradient norms [K])."""
-        if n_pos is not None:
-            raise ValueError("DataParallelGPT2 trains on whole windows only (n_pos=None)")
-        K = len(tokens)
+        """As GPT2Model.train: K recipe steps on tokens [K, A, B, T+1] (a step's A
+        micro-batches as one batch of A*B rows), n_pos [K, A, B] or None (every
+        position counts); (losses [K], gradient norms [K])."""
+        K, T1 = len(tokens), tokens.shape[-1]
+        if n_pos is None:
+            n_pos = np.full(tokens.shape[:-1], T1 - 1, np.int64)
         losses, norms = np.zeros(K, np.float32), np.zeros(K, np.float32)
         for k in range(K):
-            windows = tokens[k].reshape(-1, tokens.shape[-1])
-            losses[k], grad = self._loss_grad(windows)
+            losses[k], grad = self._loss_grad(tokens[k].reshape(-1, T1), n_pos[k].reshape(-1))
             norm = float(np.sqrt(np.dot(grad.astype(np.float64), grad)))
             norms[k] = norm
             coef = min(1.0, recipe.grad_clip / (norm + 1e-6)) if recipe.grad_clip > 0 else 1.0
@@ -368,24 +347,17 @@ class DataParallelGPT2(_HostStateModel):
                  max_new: int, first: int = 0) -> np.ndarray:
         """As GPT2Model.generate, the samples split over the contexts (sample i draws from
         random stream first+i wherever it runs)."""
-        parts = shard_rows(n, len(self.rts)) if n else [slice(0, 0)]
-        return np.concatenate(list(self._pool.map(
-            lambda i: self._device_model(i).generate(seed, parts[i].stop - parts[i].start,
-                                                     temperature, top_k, prompt, max_new,
-                                                     first + parts[i].start),
-            range(len(parts)))))
+        return self._split(n, lambda model, rows: model.generate(
+            seed, rows.stop - rows.start, temperature, top_k, prompt, max_new,
+            first + rows.start))
 
     def generate_prompts(self, seed: int, temperature: float, top_k: int, prompts,
                          max_new: int, first: int = 0) -> np.ndarray:
         """As GPT2Model.generate_prompts, the prompts split over the contexts (row i
         draws from random stream first+i wherever it runs)."""
         prompts = list(prompts)
-        parts = shard_rows(len(prompts), len(self.rts)) if prompts else [slice(0, 0)]
-        return np.concatenate(list(self._pool.map(
-            lambda i: self._device_model(i).generate_prompts(seed, temperature, top_k,
-                                                             prompts[parts[i]], max_new,
-                                                             first + parts[i].start),
-            range(len(parts)))))
+        return self._split(len(prompts), lambda model, rows: model.generate_prompts(
+            seed, temperature, top_k, prompts[rows], max_new, first + rows.start))
 
 
 def _flat_groups(config, params: Arrays, m: Arrays | None, v: Arrays | None) -> list[np.ndarray]:

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import tokenizer as tokenizers
-from .gpt2 import GPT2Config
-from .interrupt import PARTIAL_FILES
-from .model import GPTConfig
+from ..data import tokenizer as tokenizers
+from ..models.gpt2 import GPT2Config
+from ..interrupt import PARTIAL_FILES
+from ..models.microgpt import GPTConfig
 
 FORMAT = "microgpt-fut/1"
 _FORMAT_NAME = FORMAT.split("/")[0]
@@ -38,14 +38,14 @@ _MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
 LOSSES = "train.losses"
 NORMS = "train.grad_norms"
 CONFIGS = {"microgpt": GPTConfig, "gpt2": GPT2Config}  # arch -> config class
-DATA_FORMATS = ("lines", "text")
+DATA_FORMATS = ("lines", "text", "tokens")  # tokens: train --data-format tokens (shards)
 # text runs (nanoGPT's recipe) add: its schedule, AdamW's decay, the clip, the
 # accumulation, the evaluations, the validation split and the text's length
 _INT_KEYS = ("num_steps", "seed", "batch_size", "n_docs", "cursor", "warmup_steps",
              "lr_decay_steps", "grad_accum", "eval_every", "eval_iters", "n_chars")
 _FLOAT_KEYS = ("lr", "beta1", "beta2", "eps", "min_lr", "weight_decay", "grad_clip",
                "val_fraction")
-_STR_KEYS = ("data", "data_path", "data_sha256", "encoding", "init_from")
+_STR_KEYS = ("data", "data_path", "data_sha256", "encoding", "init_from", "eval_choices")
 # The run's settings: total steps and the lr schedule's parameters, the seed (of the
 # initial weights and of the data order), the batch size, and the data's identity:
 # description, absolute path ("" = built-in), sha256 of the documents, their number,
@@ -70,10 +70,11 @@ class Checkpoint:
     train: the run's settings (TRAIN_KEYS), as ints, floats and str.
     losses: float32 [step], the loss of each step so far, or None (not stored).
     norms: float32 [step], each step's gradient norm (text runs), or None.
-    evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs);
+    evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs;
+    with train --eval-choices, [step, train, val, acc, acc_norm]);
     val loss is NaN when the run has no validation split (stored as JSON null).
     tokenizer: a text model's tokenizer (tokenizer.Tokenizer). ``load`` always sets
-    it for data_format "text" (a CharVocab of ``vocab`` when the file has no
+    it for data_format "text" and "tokens" (a CharVocab of ``vocab`` when the file has no
     ``tokenizer``); ``save`` stores a CharVocab as ``vocab`` (ck.vocab may then be
     empty) and any other tokenizer as the ``tokenizer`` metadata.
     """
@@ -127,8 +128,8 @@ def _metadata(ck: Checkpoint) -> dict[str, str]:
     if ck.evals is not None:
         # strict JSON: a loss that is not a number (the val loss of a run without a
         # validation split) is null
-        meta["evals"] = json.dumps([[int(s), *(float(x) if math.isfinite(x) else None
-                                               for x in (a, b))] for s, a, b in ck.evals],
+        meta["evals"] = json.dumps([[int(e[0]), *(float(x) if math.isfinite(x) else None
+                                                  for x in e[1:])] for e in ck.evals],
                                    allow_nan=False)
     for k in TRAIN_KEYS:
         if k in ck.train:
@@ -181,7 +182,7 @@ def save(path: str | Path, ck: Checkpoint) -> None:
                 raise ValueError(f"{name} has shape {series.shape}, expected ({ck.step},)")
             tensors[name] = series
     bad = first_nonfinite(tensors)
-    if bad is not None:  # training never hands one out (trainer.CheckedRun): a last guard
+    if bad is not None:  # training never hands one out (run.Run): a last guard
         raise CheckpointError(f"refusing to write checkpoint {str(path)!r}: tensor {bad!r} "
                               "holds NaN or infinite values")
     from safetensors.numpy import save as st_save
@@ -346,7 +347,7 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                 step = int(meta["step"])
                 train = _parse_train(meta)
                 evals = json.loads(meta["evals"]) if "evals" in meta else None
-                assert evals is None or all(len(e) == 3 for e in evals)
+                assert evals is None or all(len(e) in (3, 5) for e in evals)
                 if evals is not None:  # null: no validation split
                     evals = [[e[0], *(math.nan if x is None else float(x) for x in e[1:])]
                              for e in evals]
@@ -371,7 +372,7 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                 if n_tokens != config.vocab_size:
                     raise CheckpointError(f"{where}: vocabulary of {len(vocab)} characters does "
                                           f"not match vocab_size {config.vocab_size}")
-                if data_format == "text":
+                if data_format != "lines":
                     tok = tokenizers.CharVocab("".join(vocab))
             groups = [""] + (["adam.m.", "adam.v."] if adam else [])
             expected = {}

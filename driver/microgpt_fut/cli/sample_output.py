@@ -19,7 +19,7 @@ from typing import Iterable
 
 import click
 
-from .interrupt import stdout_closed, stop_on_signals
+from ..interrupt import stdout_closed, stop_on_signals
 
 NAMES_HEADER = "\n--- inference (new, hallucinated names) ---"
 SEPARATOR = "---------------"  # nanoGPT sample.py's line after each sample

@@ -28,10 +28,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import tokenizer as tokenizers
+from ..data import tokenizer as tokenizers
 from .checkpoint import Checkpoint, CheckpointError, first_nonfinite
-from .data import DataError
-from .gpt2 import GPT2Config
+from ..data.lines import DataError
+from ..models.gpt2 import GPT2Config
 
 PREFIX = "transformer."   # GPT2LMHeadModel's name for its GPT2Model
 LM_HEAD = "lm_head.weight"
@@ -394,14 +394,14 @@ def export_folder(ck: Checkpoint, folder: str | Path, overwrite: bool = False) -
     Atomic: the files go to a temporary folder beside ``folder``, fsync'ed, which is
     then renamed to ``folder``. An existing non-empty ``folder`` is refused unless
     ``overwrite`` (then replaced as a whole, its old files removed). Raises HFError
-    (one line) for a microgpt or non-text checkpoint, weights holding a NaN or an
+    (one line) for a microgpt checkpoint or one of lines, weights holding a NaN or an
     infinity, a ``folder`` that is a file or not empty, and any OSError.
     """
     folder = Path(folder)
     where = _where(folder)
-    if ck.arch != "gpt2" or ck.data_format != "text":
-        raise HFError(f"cannot export to {where}: only --arch gpt2 text checkpoints export "
-                      f"(this one is {ck.arch}, data format {ck.data_format})")
+    if ck.arch != "gpt2" or ck.data_format == "lines":
+        raise HFError(f"cannot export to {where}: only --arch gpt2 checkpoints of text or "
+                      f"tokens export (this one is {ck.arch}, data format {ck.data_format})")
     bad = first_nonfinite(ck.params)
     if bad is not None:  # checkpoint.load refuses such a file: a guard for other callers
         raise HFError(f"cannot export to {where}: tensor {bad!r} holds NaN or infinite values")

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .runtime import Runtime
+from ..backend.runtime import Runtime
 
 # Order of the parameter arrays in the kernels' entry points (futhark/microgpt.fut).
 PARAM_NAMES = ("wte", "wpe", "lm_head", "attn_wq", "attn_wk", "attn_wv", "attn_wo",
@@ -163,7 +163,7 @@ class DeviceModel:
         """Whether the parameters and both moments are free of NaN and infinities.
 
         The kernels have no reduction for this: it copies the state to the host
-        (trainer.CheckedRun calls it only to find the step a run diverged at)."""
+        (run.Run.diverged calls it only to find the step a run diverged at)."""
         m, v = self.adam()
         return all(np.isfinite(a).all() for g in (self.params(), m, v) for a in g.values())
 

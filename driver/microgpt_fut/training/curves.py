@@ -20,6 +20,7 @@ from .checkpoint import replace_file
 
 
 HEADER = ["step", "loss", "grad_norm", "eval_train", "eval_val"]
+CHOICES = ["eval_acc", "eval_acc_norm"]  # train --eval-choices: the multiple-choice scores
 
 
 def paths(out: Path) -> tuple[Path, Path]:
@@ -38,7 +39,8 @@ def check_writable(out: Path) -> None:
                 first = f.readline().strip()
         except (OSError, UnicodeDecodeError):
             first = ""
-        if first not in (",".join(HEADER), ",".join(HEADER[:-1])):
+        if not any(first == ",".join(h) for base in (HEADER, HEADER[:-1])
+                   for h in (base, base + CHOICES)):
             raise ValueError(f"{str(csv_path)!r} exists and is not a loss CSV of microgpt-fut: "
                              "refusing to overwrite it (move it away or choose another --out)")
 
@@ -46,18 +48,23 @@ def check_writable(out: Path) -> None:
 def csv_bytes(losses: np.ndarray, norms: np.ndarray, evals: list, val: bool = True) -> bytes:
     """The CSV's contents. losses, norms: float32 [step] (step s+1's loss is losses[s]);
     evals: [[step, train, val], ...]; ``val`` False: the run has no validation split
-    (no eval_val column)."""
-    by_step = {int(s): (a, b) if val else (a,) for s, a, b in evals}
+    (no eval_val column). Evaluations with multiple-choice scores ([step, train, val,
+    acc, acc_norm]: train --eval-choices) add the eval_acc and eval_acc_norm columns."""
+    scored = any(len(e) == 5 for e in evals)
+    by_step = {int(e[0]): (tuple(e[1:3]) if val else (e[1],))
+               + ((tuple(e[3:5]) if len(e) == 5 else (None, None)) if scored else ())
+               for e in evals}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    header = HEADER if val else HEADER[:-1]
+    header = (HEADER if val else HEADER[:-1]) + (CHOICES if scored else [])
     w.writerow(header)
     for step in range(len(losses) + 1):
         ev = by_step.get(step)
         if step == 0 and ev is None:
             continue
         row = [step] + ([f"{losses[step - 1]:.6f}", f"{norms[step - 1]:.6f}"] if step else ["", ""])
-        row += [f"{x:.6f}" for x in ev] if ev else [""] * (len(header) - 3)
+        row += [f"{x:.6f}" if x is not None else "" for x in ev] if ev else \
+            [""] * (len(header) - 3)
         w.writerow(row)
     return buf.getvalue().encode()
 
@@ -72,10 +79,18 @@ def png_bytes(losses: np.ndarray, evals: list, title: str) -> bytes:
     steps = np.arange(1, len(losses) + 1)
     ax.plot(steps, losses, color="tab:blue", alpha=0.3, lw=0.8, label="train loss (per step)")
     if evals:
-        ev = np.asarray(evals, dtype=np.float64)
+        ev = np.asarray([list(e[:3]) for e in evals], dtype=np.float64)
         ax.plot(ev[:, 0], ev[:, 1], "o-", color="tab:blue", label="train loss (eval)")
         if np.isfinite(ev[:, 2]).any():
             ax.plot(ev[:, 0], ev[:, 2], "s-", color="tab:orange", label="val loss (eval)")
+        scored = np.asarray([[e[0], e[3], e[4]] for e in evals if len(e) == 5], np.float64)
+        if len(scored):  # train --eval-choices: the multiple-choice scores, right axis
+            acc = ax.twinx()
+            acc.plot(scored[:, 0], scored[:, 1], "^--", color="tab:green", label="acc")
+            acc.plot(scored[:, 0], scored[:, 2], "v--", color="tab:red", label="acc_norm")
+            acc.set_ylabel("multiple-choice accuracy")
+            acc.set_ylim(0, 1)
+            acc.legend(loc="upper center")
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats per token)")
     ax.set_title(title, fontsize=9)

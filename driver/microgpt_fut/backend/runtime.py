@@ -42,7 +42,7 @@ def build_dir() -> Path:
     env = os.environ.get("MICROGPT_FUT_BUILD")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "build"
+    return Path(__file__).resolve().parents[3] / "build"
 
 
 def library_name(backend: str, program: str = "microgpt") -> str:

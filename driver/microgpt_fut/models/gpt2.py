@@ -25,8 +25,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .model import DeviceModel, GPTConfig, state_arrays
-from .runtime import Runtime
+from .microgpt import DeviceModel, GPTConfig, state_arrays
+from ..backend.runtime import Runtime
 
 DEVICE_NAMES = ("wte", "wpe", "ln_1_w", "ln_1_b", "c_attn_w", "c_attn_b", "attn_proj_w",
                 "attn_proj_b", "ln_2_w", "ln_2_b", "c_fc_w", "c_fc_b", "mlp_proj_w",

@@ -26,10 +26,11 @@ import signal
 import socket
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Callable, NoReturn
 
 from .exchange import MPIExchange
-from .interrupt import PARTIAL_FILES, StopRequest
+from ..interrupt import PARTIAL_FILES, StopRequest
 from .watchdog import DEFAULT_TIMEOUT, Watchdog, WatchdogError, listen
 
 # What MPI launchers put in each rank's environment: Open MPI, MPICH/Hydra (and
@@ -38,6 +39,14 @@ _SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
 _RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK")
 TIMEOUT_VAR = "MICROGPT_FUT_RANK_TIMEOUT"  # seconds of silence before a rank counts as frozen
 WORKER_WAIT = 10.0  # seconds a failing worker waits for rank 0 to end first
+
+
+@dataclass(frozen=True)
+class End:
+    """What rank 0 shares instead of a run when the command ends before training (a bad
+    option, ``train --help``): the workers end with the same status."""
+
+    status: int
 
 
 def launched(environ=os.environ) -> tuple[int, int]:
@@ -166,8 +175,6 @@ class World:
         and line come first)."""
         self._finishing.set()
         if self.rank == 0 and not self._shared:
-            from .cli_mpi import End
-
             self.share(End(status))
         sys.stdout.flush()
         sys.stderr.flush()

@@ -10,14 +10,11 @@ closed stdout 141 (SIGPIPE's).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
 import os
 import shlex
-import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,19 +22,25 @@ import click
 from click.core import ParameterSource
 from tqdm import tqdm
 
-from . import checkpoint as ckpt
-from . import choices, hf, memory
-from . import prepare as preparation
-from . import resume as resume_rules
-from .data import DataError, OptionConflict, Vocab, load_data
-from .data_parallel import DataParallelModel, runtimes
-from .gpt2 import GPT2Model
-from .interrupt import is_stdout_closed, stdout_closed, stop_on_signals
-from .model import GPTConfig, Model
-from .runtime import BACKENDS, BackendError, Runtime, build_dir, built_backends, opencl_devices
+from ..training import checkpoint as ckpt
+from ..training import choices
+from . import mpi as cli_mpi
+from . import text as cli_text
+from ..training import hf
+from ..data import prepare as preparation
+from ..training import resume as resume_rules
+from ..data.lines import Vocab, load_data
+from ..training.family import FAMILIES, family_of
+from ..models.gpt2 import GPT2Config
+from ..models.microgpt import GPTConfig
+from ..parallel.mpi_world import World, launched
+from ..backend.runtime import BACKENDS, build_dir, built_backends, opencl_devices
 from .sample_output import print_samples
-from .tokenizer import load_tokenizer, train_bpe
-from .trainer import Training, TrainSettings, iter_names
+from ..data.tokenizer import load_tokenizer, train_bpe
+from ..training.lines import Training, TrainSettings, iter_names
+from .common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
+                         exit_with, first_line, lock_out, ranks_here, runtime, say_line,
+                         train_and_save, user_errors)
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Integer options: the kernels take 64-bit integers, so larger values are refused by
@@ -58,14 +61,9 @@ class _Int64(click.types.IntParamType):
 _INT = _Int64()
 
 
-def _first_line(msg: str) -> str:
-    lines = [ln.strip() for ln in str(msg).strip().splitlines() if ln.strip()]
-    return " ".join(lines) if len(lines) <= 3 else lines[0]
-
-
 def _one_line_usage(e: click.UsageError) -> click.ClickException:
     """A usage error as one line (click prints usage and a hint on extra lines)."""
-    msg = _first_line(e.format_message())
+    msg = first_line(e.format_message())
     if e.ctx is not None:
         msg += f" (see '{e.ctx.command_path} --help')"
     out = click.ClickException(msg)
@@ -95,11 +93,7 @@ class _Group(_OneLineUsage, click.Group):
     def main(self, args=None, prog_name=None, **extra):
         """click's main; started by an MPI launcher as several processes, cli_mpi's: rank
         0 runs the command, and for ``train`` the other ranks train with it."""
-        from .mpi_world import launched
-
         if launched()[1] > 1 and extra.get("standalone_mode", True):
-            from . import cli_mpi
-
             cli_mpi.main(lambda **kw: super(_Group, self).main(args, prog_name,
                                                                **{**extra, **kw}), args)
         return super().main(args, prog_name, **extra)
@@ -108,7 +102,7 @@ class _Group(_OneLineUsage, click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:  # Ctrl-C outside training (which handles its own)
-            raise _exit_with(130, "interrupted") from None
+            raise exit_with(130, "interrupted") from None
         except MemoryError:
             raise click.ClickException("out of memory: try smaller sizes, --batch-size or "
                                        "--steps-per-call") from None
@@ -118,28 +112,6 @@ class _Group(_OneLineUsage, click.Group):
             return super().resolve_command(ctx, args)
         except click.UsageError as e:
             raise _one_line_usage(e) from None
-
-
-@contextlib.contextmanager
-def _user_errors():
-    """Turn the library's user-facing errors into one-line click errors."""
-    try:
-        yield
-    except click.exceptions.Exit:  # a RuntimeError too, but an exit status, not an error
-        raise
-    except OptionConflict as e:  # the options, not the files: a usage error
-        raise _bad_option(_first_line(str(e))) from None
-    except (BackendError, DataError, ckpt.CheckpointError, ValueError) as e:
-        raise click.ClickException(_first_line(str(e))) from None
-    except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
-        raise click.ClickException(_first_line(str(e))) from None
-
-
-def _bad_option(msg: str) -> click.ClickException:
-    """A one-line error about the options (exit status 2, as click's usage errors)."""
-    e = click.ClickException(msg)
-    e.exit_code = 2
-    return e
 
 
 def _check_temperature(ctx, param, value):
@@ -162,125 +134,8 @@ def _check_positive(ctx, param, value):
 
 def _check_threads(threads: int, backend: str) -> None:
     if threads > 1 and backend != "c":
-        raise _bad_option(f"--threads {threads} applies to --backend c only (multicore, "
+        raise bad_option(f"--threads {threads} applies to --backend c only (multicore, "
                           "opencl and cuda run their own parallel kernels)")
-
-
-def _check_out(out: Path, data: Path | None = None, resume: Path | None = None,
-               overwrite: bool = False) -> None:
-    """Fail before training when the checkpoint could not be written, or would destroy
-    a file that is not a checkpoint (such as the data), or another run's checkpoint:
-    --out may hold a checkpoint only when it is the one being resumed, or with
-    --overwrite."""
-    folder = out.parent
-    if out.is_dir():
-        raise click.ClickException(f"--out {str(out)!r} is a directory; give a file name")
-    if not folder.exists():
-        raise click.ClickException(f"--out: folder {str(folder)!r} does not exist")
-    if not folder.is_dir():
-        raise click.ClickException(f"--out {str(out)!r}: {str(folder)!r} is not a folder")
-    if out.exists():
-        if data is not None and data.exists() and os.path.samefile(out, data):
-            raise click.ClickException(f"--out {str(out)!r} is the data file; give another name")
-        try:
-            meta = ckpt.read_metadata(out)
-        except ckpt.CheckpointError:
-            raise click.ClickException(
-                f"--out {str(out)!r} exists and is not a microgpt-fut checkpoint: refusing to "
-                "overwrite it (move it away or choose another --out)") from None
-        resuming_it = resume is not None and resume.exists() and os.path.samefile(out, resume)
-        if not resuming_it and not overwrite:
-            raise click.ClickException(
-                f"--out {str(out)!r} holds the checkpoint of another run (step "
-                f"{meta.get('step', '?')}, data {meta.get('data') or '?'}): refusing to "
-                f"overwrite it; continue it with --resume {shlex.quote(str(out))}, choose "
-                "another --out, or pass --overwrite")
-    try:
-        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=folder)
-        os.close(fd)
-        os.unlink(name)
-    except OSError as e:
-        raise click.ClickException(f"--out: cannot write in folder {str(folder)!r}: "
-                                   f"{e.strerror or e}") from None
-
-
-def _lock_path(out: Path) -> Path:
-    return out.parent / f".{out.name}.lock"
-
-
-def _lock_out(ctx, out: Path) -> None:
-    """Take the lock ``.<name>.lock`` beside --out until the command ends, so that two
-    runs never write the same checkpoint at once (flock: the OS releases it at any
-    exit, so a dead process's lock is free). A one-line error when another process
-    holds it."""
-    import fcntl
-
-    path = _lock_path(out)
-    f = open(path, "a+")
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.seek(0)
-        pid = f.read().strip() or "?"
-        f.close()
-        raise click.ClickException(f"--out {str(out)!r} is being written by another "
-                                   f"microgpt-fut process (pid {pid}); wait for it or choose "
-                                   "another --out") from None
-    f.seek(0)
-    f.truncate()
-    f.write(str(os.getpid()))
-    f.flush()
-
-    def release():
-        with contextlib.suppress(OSError):
-            path.unlink()
-        f.close()
-
-    ctx.call_on_close(release)
-
-
-def _kept(out: Path, ours: int | None = None) -> str:
-    """What --out holds now, for messages after a failure. ``ours``: the step of the
-    last checkpoint this run wrote there (or resumed from it), None when it wrote none."""
-    try:
-        meta = ckpt.read_metadata(out)
-    except ckpt.CheckpointError:
-        return f"nothing was saved to {str(out)!r}"
-    step = meta.get("step", "?")
-    if ours is not None and step == str(ours):
-        return f"{str(out)!r} still holds this run's checkpoint of step {step}"
-    return (f"{str(out)!r} still holds the checkpoint it held before this run started "
-            f"(step {step} of another run, data {meta.get('data') or '?'})")
-
-
-def _say(message: str = "") -> None:
-    """Print a line of a training run on stdout. When stdout's reader has gone away
-    (``train ... | head -2``), stop the run as SIGPIPE would (interrupt.stdout_closed):
-    it saves and exits with status 141 instead of losing its work."""
-    try:
-        click.echo(message)
-    except BrokenPipeError:
-        stdout_closed()
-
-
-def exit_if_stdout_closed(ctx, out: Path, run) -> None:
-    """After a run was saved: when stdout's reader went away, say so on stderr and exit
-    with status 141 (the samples would go nowhere)."""
-    if is_stdout_closed():
-        click.echo(f"stdout was closed (its reader went away): saved the checkpoint of step "
-                   f"{run.step} of {run.num_steps} to {str(out)!r}", err=True)
-        ctx.exit(141)
-
-
-def _exit_with(code: int, msg: str) -> click.ClickException:
-    e = click.ClickException(msg)
-    e.exit_code = code
-    return e
-
-
-def _runtime(backend: str, device: int | None, quiet: bool, program: str = "microgpt") -> Runtime:
-    with _user_errors():
-        return Runtime(backend, device, quiet=quiet, program=program)
 
 
 def _load_config(ctx, param, value):
@@ -301,7 +156,7 @@ def _load_config(ctx, param, value):
         raise click.BadParameter(f"{where} is not UTF-8 text, as TOML must be (byte "
                                  f"0x{e.object[e.start]:02x} at offset {e.start})") from None
     except tomllib.TOMLDecodeError as e:
-        raise click.BadParameter(f"{where} is not valid TOML: {_first_line(str(e))}") from None
+        raise click.BadParameter(f"{where} is not valid TOML: {first_line(str(e))}") from None
     params = {p.name: p for p in ctx.command.params if p.name != "config"}
     defaults = {}
     for key, v in table.items():
@@ -351,7 +206,7 @@ def config_value(ctx, param: click.Parameter, key: str, value, path: Path):
         value = param.type_cast_value(ctx, value)
         return param.callback(ctx, param, value) if param.callback else value
     except click.BadParameter as e:
-        raise click.BadParameter(f"{where}: {_first_line(e.message)}") from None
+        raise click.BadParameter(f"{where}: {first_line(e.message)}") from None
 
 
 _backend_opt = click.option(
@@ -423,9 +278,11 @@ about 1e-6)."""
 @click.option("--arch", type=click.Choice(["microgpt", "gpt2"]), default="microgpt",
               show_default=True, help="The model: microgpt's (rmsnorm, ReLU, no biases, Adam) "
                                       "or GPT-2's (LayerNorm, GELU, tied head, AdamW recipe).")
-@click.option("--data-format", type=click.Choice(["lines", "text"]), default="lines",
-              show_default=True, help="lines: one document per line with BOS (names); text: the "
-                                      "whole file as one character stream (--arch gpt2).")
+@click.option("--data-format", type=click.Choice(["lines", "text", "tokens"]), default=None,
+              help="lines: one document per line with BOS (names); text: the whole file as "
+                   "one token stream; tokens: a folder of token shards (`prepare`). Any "
+                   "--arch trains on any of them.  [default: lines; text with --arch gpt2; "
+                   "with --resume or --init-from, the model's]")
 @click.option("--bias/--no-bias", default=True, show_default=True,
               help="gpt2: biases in the linear layers and LayerNorms (nanoGPT's bias).")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
@@ -457,6 +314,10 @@ about 1e-6)."""
               help="text: evaluate both splits every N steps (and at the end).  [default: 250]")
 @click.option("--eval-iters", type=_INT, default=None, callback=_check_positive,
               help="text: batches per split and evaluation.  [default: 20]")
+@click.option("--eval-choices", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="text: also score these multiple-choice questions (HellaSwag's jsonl, as "
+                   "`eval --choices`) at each evaluation: acc and acc_norm in its line, the "
+                   "CSV and the plot.  [default with --resume: the run's]")
 @click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=_load_config,
               help="TOML file of option values (e.g. weight_decay = 0.1), each of its option's "
@@ -490,7 +351,7 @@ about 1e-6)."""
 def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_head, n_layer,
           block_size, mlp_width, lr, seed, steps_per_call, arch, data_format, bias,
           val_fraction, tokenizer, vocab_size, grad_accum, min_lr, warmup_steps,
-          lr_decay_steps, beta1, beta2, weight_decay, grad_clip, eval_every, eval_iters, threads, out, overwrite, save_every,
+          lr_decay_steps, beta1, beta2, weight_decay, grad_clip, eval_every, eval_iters, eval_choices, threads, out, overwrite, save_every,
           resume, init_from, samples, temperature, quiet):
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
@@ -505,67 +366,66 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     step's batch is split among them (each on its own device; --threads splits
     a process's share further), and rank 0 alone prints and saves.
     """
-    from . import cli_mpi
-    from .mpi_world import World
-
     world = ctx.find_object(World)
-    say = (lambda *a, **k: None) if quiet else _say
+    say = (lambda *a, **k: None) if quiet else say_line
     given = {name: ctx.params[name] for name in ctx.params
              if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
                                                    ParameterSource.ENVIRONMENT,
                                                    ParameterSource.DEFAULT_MAP)}
     _check_threads(threads, backend)
     if resume is not None and init_from is not None:
-        raise _bad_option("--init-from starts a new run from a model's weights and --resume "
+        raise bad_option("--init-from starts a new run from a model's weights and --resume "
                           "continues a run: give one of them")
     if resume is not None and hf.is_folder(resume):
-        raise _bad_option(f"--resume {str(resume)!r} is a Hugging Face model folder, which "
+        raise bad_option(f"--resume {str(resume)!r} is a Hugging Face model folder, which "
                           "holds no training run to continue: start a run from its weights "
                           f"with --init-from {shlex.quote(str(resume))}")
-    text_run = data_format == "text" or arch == "gpt2"
-    for source in (resume, init_from):
-        if source is not None and not text_run:
-            if source is init_from and hf.is_folder(source):  # a Hugging Face GPT-2
-                text_run = True
-                continue
-            with _user_errors():
-                text_run = ckpt.read_metadata(source).get("data_format") == "text"
-    if text_run:
-        from . import cli_text
-
-        return cli_text.train(ctx, dict(ctx.params), given, say, quiet, world)
+    arch, data_format = _resolve_run(given, arch, data_format, resume, init_from)
+    o = {**ctx.params, "arch": arch, "data_format": data_format}
+    if data_format != "lines":
+        return cli_text.train(ctx, o, given, say, quiet, world)
+    reads = _LINES_READS[arch]
     for name in _TEXT_ONLY:
+        if name in reads:
+            continue
         if name in given and given[name] != ctx.command.params[_param_index(ctx, name)].default:
-            raise _bad_option(f"{_opt_name(name)} applies to --data-format text runs")
+            raise bad_option(f"{_opt_name(name)} applies to "
+                             + ("--data-format text runs" if arch == "microgpt" else
+                                "--data-format text and tokens runs (a run on lines has no "
+                                "evaluations and one batch a step)"))
     samples = 20 if samples is None else samples
     temperature = 0.5 if temperature is None else temperature
-    lr = 0.01 if lr is None else lr
     ck = None
     if resume is None:
-        settings = TrainSettings(num_steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                                 steps_per_call=steps_per_call, threads=threads)
+        if arch == "gpt2":  # nanoGPT's recipe, as text runs have it
+            settings = cli_text.settings_from_options({**o, "grad_accum": 1})
+            cli_text.check_schedule(o, settings)
+        else:
+            settings = TrainSettings(num_steps=steps, batch_size=batch_size,
+                                     lr=0.01 if lr is None else lr, seed=seed,
+                                     steps_per_call=steps_per_call, threads=threads)
         try:
             settings.validate()
         except ValueError as e:
-            raise _bad_option(str(e)) from None
+            raise bad_option(str(e)) from None
         if n_embd % n_head:
-            raise _bad_option(f"--n-embd {n_embd} is not divisible by --n-head {n_head}")
+            raise bad_option(f"--n-embd {n_embd} is not divisible by --n-head {n_head}")
     else:
         ck, settings, data, encoding = _plan_resume(resume, given, steps_per_call)
         settings = dataclasses.replace(settings, threads=threads)
         out = out if "out" in given else resume
-    init = _init_source(init_from, given, "microgpt") if init_from is not None else None
+    init = _init_source(init_from, given, arch) if init_from is not None else None
     cli_mpi.check_split(world, settings.batch_size, f"--batch-size {settings.batch_size}")
-    _check_out(out, data, resume, overwrite)
-    _lock_out(ctx, out)
-    rt = _runtime(backend, cli_mpi.local_device(backend, device, world.local_rank)
-                  if world is not None else device, quiet)
-    with _user_errors():
+    check_out(out, data, resume, overwrite)
+    lock_out(ctx, out)
+    rt = runtime(backend, cli_mpi.local_device(backend, device, world.local_rank)
+                 if world is not None else device, quiet, program=FAMILIES[arch].program)
+    with user_errors():
         docs, info = load_data(data, encoding)
         if ck is not None:
             resume_rules.check_data(ck, info, f"checkpoint {str(resume)!r}")
     if settings.batch_size > len(docs):
-        raise _bad_option(f"--batch-size {settings.batch_size} is larger than the data "
+        raise bad_option(f"--batch-size {settings.batch_size} is larger than the data "
                           f"({info.description}): a step would take some documents twice; "
                           f"use at most {len(docs):,}")
     if init is not None:
@@ -577,11 +437,13 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
                 f"of --init-from {str(init_from)!r}, whose model knows {''.join(vocab.chars)!r}")
     else:
         vocab = Vocab.from_docs(docs)
-        config = ck.config if ck is not None else GPTConfig(vocab.size, n_embd, n_head, n_layer,
-                                                            block_size, mlp_width)
+        config = ck.config if ck is not None else (
+            GPTConfig(vocab.size, n_embd, n_head, n_layer, block_size, mlp_width)
+            if arch == "microgpt" else
+            GPT2Config(vocab.size, n_embd, n_head, n_layer, block_size, mlp_width, bias))
     T = config.block_size
-    _check_memory(config, backend, rt, settings.batch_size, settings.steps_per_call,
-                  len(docs) * (T + 1), 1, settings.contexts * _ranks_here(world), 0, out)
+    check_memory(config, backend, rt, settings.batch_size, settings.steps_per_call,
+                  len(docs) * (T + 1), 1, settings.contexts * ranks_here(world), 0, out)
     say(f"data: {info.description}")
     if init is not None:
         say(f"starting from the weights of {str(init_from)!r} (step {init.step} of its run)")
@@ -594,7 +456,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
         + cli_mpi.describe(world, settings.contexts)
         + (f" ({rt.device.name})" if rt.device else ""))
     exchange = world.exchange if world is not None else None
-    with _user_errors():
+    with user_errors():
         if init is not None:
             run = Training.start(rt, docs, settings, config, info, vocab, init.params,
                                  exchange=exchange)
@@ -606,14 +468,14 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
             say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
                 + (": the run is complete, nothing to train" if run.done else ""))
     if world is not None:
-        cli_mpi.share_run(world, cli_mpi.RunSpec("lines", run.checkpoint(), (docs, info),
+        cli_mpi.share_run(world, cli_mpi.RunSpec(run.checkpoint(), run.dataset,
                                                  settings, backend, device, save_every,
                                                  str(out)), run)
     ours = run.step if ck is not None and out.exists() and os.path.samefile(out, resume) else None
-    stopped = _train_and_save(run, out, save_every, say, ours, world=world)
+    stopped = train_and_save(run, out, save_every, say, ours, world=world)
     if stopped:
         same = f" --threads {settings.threads}" if settings.contexts > 1 else ""
-        _exit_saved(ctx, stopped, run, out, same, world)
+        exit_saved(ctx, stopped, run, out, same, world)
     trained = run.step - (ck.step if ck is not None else 0)
     if trained:
         say(f"trained {trained} steps in {run.seconds:.2f} s "
@@ -622,14 +484,50 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
     say(f"saved {out}")
     exit_if_stdout_closed(ctx, out, run)
-    with _user_errors():
+    with user_errors():
         print_samples(iter_names(run.model, run.vocab, samples, temperature, settings.seed),
                       samples, "names", header=not quiet)
 
 
+def _resolve_run(given: dict, arch: str, data_format: str | None, resume: Path | None,
+                 init_from: Path | None) -> tuple[str, str]:
+    """(arch, data format) of a train command: the ones given; else those of the model
+    --resume or --init-from names (a Hugging Face folder: gpt2 on text); else microgpt,
+    and lines (text with --arch gpt2, as before lines were open to GPT-2). One-line
+    errors when a given one conflicts with the model's."""
+    source = next(((f"--{n.replace('_', '-')}", p) for n, p in (("resume", resume),
+                                                                ("init_from", init_from))
+                   if p is not None), None)
+    if source is None:
+        fmt = data_format or ("text" if arch == "gpt2" and "arch" in given else "lines")
+        return arch, fmt
+    opt, path = source
+    if hf.is_folder(path):
+        their_arch, their_fmt = "gpt2", "text"
+    else:
+        with user_errors():
+            meta = ckpt.read_metadata(path)
+        their_arch, their_fmt = meta.get("arch", "microgpt"), meta.get("data_format", "lines")
+    what = f"a {their_arch} model of {their_fmt}"
+    if "arch" in given and arch != their_arch:
+        raise bad_option(f"--arch {arch} conflicts with {opt} {str(path)!r}, {what}: leave "
+                         f"--arch out (or give --arch {their_arch})")
+    if data_format is not None and data_format != their_fmt and (
+            opt == "--resume" or "lines" in (data_format, their_fmt)):
+        raise bad_option(f"--data-format {data_format} conflicts with {opt} {str(path)!r}, "
+                         f"{what}: leave --data-format out (or give --data-format {their_fmt})")
+    return their_arch, data_format or their_fmt
+
+
 # Options that only text runs read.
 _TEXT_ONLY = ("bias", "val_fraction", "tokenizer", "vocab_size", "grad_accum", "min_lr", "warmup_steps", "lr_decay_steps",
-              "beta1", "beta2", "weight_decay", "grad_clip", "eval_every", "eval_iters")
+              "beta1", "beta2", "weight_decay", "grad_clip", "eval_every", "eval_iters",
+              "eval_choices")
+
+
+# Of those, the ones a run on lines reads, by arch: GPT-2 takes nanoGPT's recipe.
+_LINES_READS = {"microgpt": (), "gpt2": ("bias", "min_lr", "warmup_steps", "lr_decay_steps",
+                                         "beta1", "beta2", "weight_decay", "grad_clip")}
 
 
 def _param_index(ctx, name: str) -> int:
@@ -643,37 +541,17 @@ def _opt_name(name: str) -> str:
 _SIZE_OPTIONS = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
 
 
-def _ranks_here(world) -> int:
-    """Training processes on this machine: the MPI ranks of this node, else 1 (each
-    holds its own state, as a --threads context does)."""
-    return world.local_size if world is not None else 1
-
-
-def _check_memory(config, backend: str, rt: Runtime, batch_size: int, steps_per_call: int,
-                  data_tokens: int, grad_accum: int, contexts: int, eval_iters: int,
-                  out: Path) -> None:
-    """Refuse (one line naming the option) a run that would not fit in memory, in the
-    device's memory or, its checkpoint, on the disk of --out (memory.py)."""
-    need = memory.training_need(config, backend, batch_size, steps_per_call, data_tokens,
-                                grad_accum, contexts, eval_iters)
-    device_memory = rt.device.memory if rt.device is not None and rt.device.is_gpu else 0
-    try:
-        memory.check_run(need, out, device_memory)
-    except memory.RunTooLarge as e:
-        raise click.ClickException(str(e)) from None
-
-
 def _init_source(path: Path, given: dict, arch: str) -> ckpt.Checkpoint:
     """The checkpoint of --init-from (without Adam's moments), or a one-line error: it
     cannot be read, is another arch, or a size option given conflicts with it."""
     where = f"--init-from {str(path)!r}"
-    with _user_errors():
+    with user_errors():
         init = ckpt.load(path, adam=False)
     if init.arch != arch:
-        raise _bad_option(f"{where} is a {init.arch} model; this run trains {arch}")
+        raise bad_option(f"{where} is a {init.arch} model; this run trains {arch}")
     for name in _SIZE_OPTIONS:
         if given.get(name) is not None and given[name] != getattr(init.config, name, None):
-            raise _bad_option(f"{_opt_name(name)} {given[name]} conflicts with {where}, whose "
+            raise bad_option(f"{_opt_name(name)} {given[name]} conflicts with {where}, whose "
                               f"model has {getattr(init.config, name, None)}; leave it out (the "
                               "model keeps its sizes)")
     return init
@@ -683,120 +561,17 @@ def _plan_resume(resume: Path, given: dict, steps_per_call: int):
     """(checkpoint, its TrainSettings, data file or None, encoding) for --resume, or a
     one-line click error (status 2 when a given option conflicts with the checkpoint)."""
     where = f"checkpoint {str(resume)!r}"
-    with _user_errors():
+    with user_errors():
         ck = ckpt.load(resume)
     try:
         settings = resume_rules.settings_for(ck, given, steps_per_call, where)
         data, encoding = resume_rules.data_source(ck, given.get("data"), given.get("encoding"),
                                                   where)
     except resume_rules.ResumeConflict as e:
-        raise _bad_option(str(e)) from None
+        raise bad_option(str(e)) from None
     except resume_rules.ResumeError as e:
         raise click.ClickException(str(e)) from None
     return ck, settings, data, encoding
-
-
-def _train_and_save(run: Training, out: Path | None, save_every: int | None, say,
-                    ours: int | None = None, advance=None, after_save=None,
-                    world=None) -> bool:
-    """Train to the end, saving to out every save_every steps and at the end.
-
-    ``ours``: the step of the checkpoint of this run that out holds already (a
-    resume from it), else None. ``advance(until, should_stop)`` trains up to step
-    ``until`` (default: ``run.run`` printing progress lines); ``after_save()`` runs
-    after each save (text runs write their loss curves). Returns the
-    StopRequest when Ctrl-C, SIGTERM or SIGHUP stopped the run early (the
-    checkpoint is saved), else None. Errors (a failed save, divergence, a
-    second signal) become one-line click errors that say what --out still holds. Works for any run with microgpt's Training's
-    ``done``, ``step``, ``num_steps``, ``run`` and ``checkpoint``.
-
-    ``world`` (mpi_world.World, under mpirun): every rank runs this loop in lockstep;
-    the stop is decided together (World.shared_stop); rank 0 alone saves and
-    reports (a failed rank's line says what out holds); the other ranks (out None)
-    raise the run's errors as they are, for cli_mpi.serve.
-    """
-    worker = world is not None and world.rank > 0
-    saved = [ours]  # the step of this run's checkpoint in out, once there is one
-
-    def save():
-        # every rank makes the checkpoint: it checks the state, and a state that is not
-        # finite is replayed by all ranks together (trainer.CheckedRun)
-        ck = run.checkpoint()
-        if worker:
-            return
-        try:
-            ckpt.save(out, ck)
-        except ckpt.CheckpointError as e:
-            raise click.ClickException(f"{e}; {_kept(out, saved[0])}") from None
-        saved[0] = run.step
-        if after_save is not None:
-            after_save()
-
-    def progress(step, total, loss, rate, first):
-        say(f"step {step:{len(str(total))}d} / {total} | {mean_loss(loss, first, step)} | "
-            f"{rate:,.0f} tok/s")
-
-    if advance is None:
-        def advance(until, should_stop):
-            run.run(until, progress, should_stop=should_stop)
-
-    with stop_on_signals() as local:
-        stop = world.shared_stop(local) if world is not None else local
-        if worker:
-            local.on_second = lambda: None  # rank 0 prints: tell it
-            local.cleanups.append(lambda: world.watchdog.report(
-                "interrupted twice: stopped without saving"))
-        else:
-            local.on_second = lambda: (f"interrupted twice: stopped without saving; "
-                                       f"{_kept(out, saved[0])}")
-            local.cleanups.append(lambda: _lock_path(out).unlink(missing_ok=True))
-            if world is not None:
-                local.cleanups.append(world.abandon)
-                world.kept = lambda: _kept(out, saved[0])
-                world.cleanups.append(lambda: _lock_path(out).unlink(missing_ok=True))
-        try:
-            while not run.done and not stop():
-                until = run.num_steps
-                if save_every:
-                    until = min(until, (run.step // save_every + 1) * save_every)
-                advance(until, stop)
-                if not run.done and not stop():
-                    save()
-                    say(f"saved checkpoint {out} (step {run.step} of {run.num_steps})")
-            save()
-        except RuntimeError as e:  # divergence, a failing entry point (out of device memory)
-            if worker:
-                raise
-            raise click.ClickException(
-                f"{_first_line(str(e))}; {_kept(out, saved[0])}") from None
-        except MemoryError:
-            if worker:
-                raise
-            raise click.ClickException(f"out of memory: try smaller sizes, --batch-size or "
-                                       f"--steps-per-call; {_kept(out, saved[0])}") from None
-    return stop if stop() else None
-
-
-def mean_loss(loss: float, first: int, step: int) -> str:
-    """A progress line's loss, labelled with the steps it is the mean of."""
-    return (f"loss {loss:.4f} (step {step})" if first >= step else
-            f"loss {loss:.4f} (mean of steps {first}-{step})")
-
-
-def _exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> None:
-    """After a signal stopped a run (its checkpoint saved): say so on stderr and exit
-    with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129;
-    a closed stdout, as SIGPIPE: 141).
-    Under mpirun (``world``) the hint repeats the number of ranks (any other
-    number, or one process, continues the run too, to float rounding)."""
-    how = ("interrupted" if stop.signum == signal.SIGINT else
-           "stdout was closed (its reader went away)" if stop.signum == signal.SIGPIPE else
-           f"stopped by {stop.name}")
-    launcher = f"mpirun -n {world.size} " if world is not None else ""
-    click.echo(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
-               f"to {str(out)!r}; continue with: {launcher}microgpt-fut train --resume "
-               f"{shlex.quote(str(out))}{resume_args}", err=True)
-    ctx.exit(128 + stop.signum)
 
 
 @main.command()
@@ -833,28 +608,23 @@ def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_
     for a text model (nanoGPT's sample.py), each as soon as it is made. Ctrl-C (or
     SIGTERM, SIGHUP) keeps what was printed and says how many."""
     _check_threads(threads, backend)
-    with _user_errors():
+    with user_errors():
         ck = (hf.load_checkpoint(checkpoint) if hf.is_folder(checkpoint) else
               ckpt.load(checkpoint, adam=False))
-    if ck.data_format == "text":
-        from . import cli_text
-
+    if ck.data_format != "lines":
         return cli_text.sample(ck, dict(ctx.params))
     for name in ("prompt", "max_new_tokens", "top_k"):
         if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
-            raise _bad_option(f"--{name.replace('_', '-')} applies to text models; "
+            raise bad_option(f"--{name.replace('_', '-')} applies to text models; "
                               f"{str(checkpoint)!r} is a names model")
     num = 20 if num is None else num
     temperature = 0.5 if temperature is None else temperature
     if num == 0:
         return
-    rt = _runtime(backend, device, quiet=False)
-    with _user_errors():
-        if min(threads, num) > 1:
-            model = DataParallelModel.from_arrays(runtimes(rt, min(threads, num)), ck.config,
-                                                  ck.params)
-        else:
-            model = Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
+    family = family_of(ck.config)
+    rt = runtime(backend, device, quiet=False, program=family.program)
+    with user_errors():
+        model = family.model(rt, ck.config, 0, min(threads, num), None, ck.params, step=ck.step)
         print_samples(iter_names(model, Vocab(tuple(ck.vocab)), num, temperature, seed), num,
                       "names", plain)
 
@@ -867,7 +637,7 @@ def export_hf(checkpoint, folder, overwrite):
     """Write the GPT-2 text CHECKPOINT as a Hugging Face folder FOLDER (config.json,
     model.safetensors, tokenizer files), which transformers' GPT2LMHeadModel and
     AutoTokenizer load with from_pretrained."""
-    with _user_errors():
+    with user_errors():
         ck = ckpt.load(checkpoint, adam=False)
         files = hf.export_folder(ck, folder, overwrite)
     click.echo(f"wrote {folder}: {', '.join(files)}")
@@ -886,17 +656,18 @@ def eval_command(checkpoint, choices_file, backend, device):
     """Multiple-choice accuracy as the seed's hellaswag.py: each ending is scored by the
     loss of its tokens after the context; acc picks the lowest summed loss, acc_norm
     the lowest mean loss per token."""
-    with _user_errors():
+    with user_errors():
         examples = choices.read_examples(choices_file)
         ck = (hf.load_checkpoint(checkpoint) if hf.is_folder(checkpoint) else
               ckpt.load(checkpoint, adam=False))
-    if ck.data_format != "text":
-        raise _bad_option(f"--checkpoint {str(checkpoint)!r} is a names model; eval scores "
+    if ck.data_format == "lines":
+        raise bad_option(f"--checkpoint {str(checkpoint)!r} is a names model; eval scores "
                           "text models")
-    rt = _runtime(backend, device, quiet=False, program="gpt2")
-    with _user_errors():
-        model = GPT2Model.from_arrays(rt, ck.config, ck.params, step=ck.step)
-        s = choices.evaluate(examples, ck.text_tokenizer(), model.logits_seq,
+    family = family_of(ck.config)
+    rt = runtime(backend, device, quiet=False, program=family.program)
+    with user_errors():
+        model = family.model(rt, ck.config, 0, params=ck.params, step=ck.step)
+        s = choices.evaluate(examples, ck.text_tokenizer(), lambda t: family.logits(model, t),
                              ck.config.block_size)
     click.echo(f"{len(examples)} examples: acc {s.acc:.4f}, acc_norm {s.acc_norm:.4f}")
 
@@ -930,9 +701,9 @@ def prepare_command(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tok
     `train --data-format tokens --data DIR`: NAME_train_*.bin, NAME_val_*.bin and
     tokenizer.json. Every input is one document."""
     P = preparation
-    with _user_errors():
+    with user_errors():
         if (tokenizer == "bpe") != (vocab_size is not None):
-            raise _bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"
+            raise bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"
                               else "--tokenizer bpe needs --vocab-size N (e.g. 512)")
         if tokenizer == "char":
             tok = P.char_vocab(list(inputs))

@@ -17,8 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from .data import DataError
-from .tokenizer import Tokenizer
+from ..data.lines import DataError
+from ..data.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,20 @@ class Scores:
     def acc_norm(self) -> float:
         """Fraction right by the mean loss per token (hellaswag.py's acc_norm)."""
         return float(np.mean(self.pred_norm == self.label))
+
+
+def check_fits(examples: list[Example], tok: Tokenizer, block_size: int, where: str) -> None:
+    """Raise DataError (one line naming ``where`` and the example) when an example's
+    text has a token the tokenizer cannot encode or a row is longer than block_size:
+    what ``evaluate`` would refuse, found before a run starts."""
+    for i, ex in enumerate(examples, 1):
+        try:
+            tokens, _ = render(ex, tok)
+        except DataError as e:
+            raise DataError(f"{where}, example {i}: {e}") from None
+        if tokens.shape[1] > block_size:
+            raise DataError(f"{where}, example {i}: context and ending hold {tokens.shape[1]} "
+                            f"tokens, more than the model's block_size {block_size}")
 
 
 def evaluate(examples: list[Example], tok: Tokenizer,

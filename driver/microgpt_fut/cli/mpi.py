@@ -7,7 +7,7 @@ its run is built, ``share_run`` broadcasts it: the run's checkpoint as it stands
 its data, settings and the options that matter to the others (backend, device,
 --save-every). The other ranks (``serve``) never read options or files: they build
 the same run from it, on their own device (``local_device``), and train in
-lockstep through the same loop as rank 0 (cli._train_and_save), without saving or
+lockstep through the same loop as rank 0 (loop.train_and_save), without saving or
 printing. Other commands (``sample``, ``devices``, ``--help``) run on rank 0 alone.
 """
 from __future__ import annotations
@@ -20,34 +20,29 @@ from typing import Callable, NoReturn
 
 import click
 
-from . import mpi_world
-from .checkpoint import Checkpoint
-from .trainer import Diverged
-
-
-@dataclass(frozen=True)
-class End:
-    """What rank 0 shares instead of a run when the command ends before training (a bad
-    option, ``train --help``): the workers end with the same status."""
-
-    status: int
+from ..parallel import mpi_world
+from ..parallel.mpi_world import End
+from ..training.checkpoint import Checkpoint
+from ..training.family import family_of
+from ..training.loop import first_line, train_and_save
+from ..training.run import Diverged, Run
+from ..backend.runtime import Runtime
 
 
 @dataclass(frozen=True)
 class RunSpec:
     """A run as rank 0 built it, for the other ranks to build the same.
 
-    kind: "lines" (microgpt's Training) or "text" (TextTraining); checkpoint:
-    rank 0's ``run.checkpoint()`` (weights, moments, step, losses, settings);
-    data: (docs, DataInfo) for lines runs, (TextData,) for text runs; settings:
-    TrainSettings or TextSettings; backend, device: rank 0's options (the
-    device is chosen per rank by ``local_device``); save_every, out: rank 0's
-    saves, which fix where the loop pauses.
+    checkpoint: rank 0's ``run.checkpoint()`` (weights, moments, step, losses,
+    settings; its config's class is the model family); dataset: the run's dataset
+    (datasets.Lines or datasets.Stream); settings: the run's settings;
+    backend, device: rank 0's options (the device is chosen per rank by
+    ``local_device``); save_every, out: rank 0's saves, which fix where the loop
+    pauses.
     """
 
-    kind: str
     checkpoint: Checkpoint
-    data: tuple
+    dataset: object
     settings: object
     backend: str
     device: int | None
@@ -113,11 +108,11 @@ def local_device(backend: str, device: int | None, local_rank: int) -> int | Non
     if device is not None or backend not in ("opencl", "cuda"):
         return device
     if backend == "opencl":
-        from .runtime import opencl_devices
+        from ..backend.runtime import opencl_devices
 
         gpus = [d.index for d in opencl_devices() if d.is_gpu]
     else:
-        from .runtime import cuda_device_count
+        from ..backend.runtime import cuda_device_count
 
         gpus = list(range(cuda_device_count() or 0))
     return gpus[local_rank % len(gpus)] if len(gpus) > 1 else None
@@ -160,21 +155,9 @@ def pace_together(world, run) -> None:
 def build(spec: RunSpec, world):
     """A worker's copy of rank 0's run: the spec's checkpoint resumed on this rank's
     device with the job's exchange. Raises the errors of Runtime and of resume."""
-    from .runtime import Runtime
-
-    program = "microgpt" if spec.kind == "lines" else "gpt2"
     rt = Runtime(spec.backend, local_device(spec.backend, spec.device, world.local_rank),
-                 quiet=True, program=program)
-    if spec.kind == "lines":
-        from .trainer import Training
-
-        docs, info = spec.data
-        run = Training.resume(rt, spec.checkpoint, docs, spec.settings, info, world.exchange)
-    else:
-        from .text_training import TextTraining
-
-        run = TextTraining.resume(rt, spec.checkpoint, spec.data[0], spec.settings,
-                                  world.exchange)
+                 quiet=True, program=family_of(spec.checkpoint.config).program)
+    run = Run.resume(rt, spec.checkpoint, spec.dataset, spec.settings, world.exchange)
     pace_together(world, run)
     return run
 
@@ -183,14 +166,12 @@ def serve(world) -> int:
     """A worker (rank > 0): wait for rank 0's run, build it, train it in lockstep;
     the exit status. A divergence is reported by rank 0 (every rank sees it); any
     other error of this rank is sent to rank 0 to print, as one line."""
-    from .cli import _first_line, _train_and_save
-
     try:
         spec = world.share()
         if isinstance(spec, End):
             return spec.status
         run = build(spec, world)
-        stopped = _train_and_save(run, None, spec.save_every, lambda *a, **k: None,
+        stopped = train_and_save(run, None, spec.save_every, lambda *a, **k: None,
                                   advance=lambda until, should_stop: run.run(
                                       until, should_stop=should_stop), world=world)
         return 128 + stopped.signum if stopped else 0
@@ -201,7 +182,7 @@ def serve(world) -> int:
                               "--steps-per-call")
         return 1
     except BaseException as e:  # noqa: BLE001 - whatever it is, rank 0 must hear of it
-        msg = _first_line(str(e))
+        msg = first_line(str(e))
         if not (msg and isinstance(e, (ValueError, RuntimeError, OSError))):
             msg = f"{type(e).__name__}: {msg}" if msg else type(e).__name__
         world.watchdog.report(msg)

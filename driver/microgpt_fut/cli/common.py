@@ -1,0 +1,191 @@
+"""What every command of the command line shares: one-line errors, --out's checks and
+lock, the runtime, the memory check, and the save-and-stop loop as click sees it.
+
+cli.py (the commands), cli_text.py (text runs) and cli_mpi.py (the MPI ranks) import
+from here; this module imports none of them.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import tempfile
+from pathlib import Path
+
+import click
+
+from ..training import checkpoint as ckpt
+from ..training import loop
+from ..training import memory
+from ..data.lines import DataError, OptionConflict
+from ..interrupt import is_stdout_closed, stdout_closed
+from ..training.loop import first_line, lock_path
+from ..backend.runtime import BackendError, Runtime
+
+
+@contextlib.contextmanager
+def user_errors():
+    """Turn the library's user-facing errors into one-line click errors."""
+    try:
+        yield
+    except click.exceptions.Exit:  # a RuntimeError too, but an exit status, not an error
+        raise
+    except OptionConflict as e:  # the options, not the files: a usage error
+        raise bad_option(first_line(str(e))) from None
+    except (BackendError, DataError, ckpt.CheckpointError, ValueError) as e:
+        raise click.ClickException(first_line(str(e))) from None
+    except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
+        raise click.ClickException(first_line(str(e))) from None
+
+
+def bad_option(msg: str) -> click.ClickException:
+    """A one-line error about the options (exit status 2, as click's usage errors)."""
+    e = click.ClickException(msg)
+    e.exit_code = 2
+    return e
+
+
+def check_out(out: Path, data: Path | None = None, resume: Path | None = None,
+               overwrite: bool = False) -> None:
+    """Fail before training when the checkpoint could not be written, or would destroy
+    a file that is not a checkpoint (such as the data), or another run's checkpoint:
+    --out may hold a checkpoint only when it is the one being resumed, or with
+    --overwrite."""
+    folder = out.parent
+    if out.is_dir():
+        raise click.ClickException(f"--out {str(out)!r} is a directory; give a file name")
+    if not folder.exists():
+        raise click.ClickException(f"--out: folder {str(folder)!r} does not exist")
+    if not folder.is_dir():
+        raise click.ClickException(f"--out {str(out)!r}: {str(folder)!r} is not a folder")
+    if out.exists():
+        if data is not None and data.exists() and os.path.samefile(out, data):
+            raise click.ClickException(f"--out {str(out)!r} is the data file; give another name")
+        try:
+            meta = ckpt.read_metadata(out)
+        except ckpt.CheckpointError:
+            raise click.ClickException(
+                f"--out {str(out)!r} exists and is not a microgpt-fut checkpoint: refusing to "
+                "overwrite it (move it away or choose another --out)") from None
+        resuming_it = resume is not None and resume.exists() and os.path.samefile(out, resume)
+        if not resuming_it and not overwrite:
+            raise click.ClickException(
+                f"--out {str(out)!r} holds the checkpoint of another run (step "
+                f"{meta.get('step', '?')}, data {meta.get('data') or '?'}): refusing to "
+                f"overwrite it; continue it with --resume {shlex.quote(str(out))}, choose "
+                "another --out, or pass --overwrite")
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=folder)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as e:
+        raise click.ClickException(f"--out: cannot write in folder {str(folder)!r}: "
+                                   f"{e.strerror or e}") from None
+
+
+def lock_out(ctx, out: Path) -> None:
+    """Take the lock ``.<name>.lock`` beside --out until the command ends, so that two
+    runs never write the same checkpoint at once (flock: the OS releases it at any
+    exit, so a dead process's lock is free). A one-line error when another process
+    holds it."""
+    import fcntl
+
+    path = lock_path(out)
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        pid = f.read().strip() or "?"
+        f.close()
+        raise click.ClickException(f"--out {str(out)!r} is being written by another "
+                                   f"microgpt-fut process (pid {pid}); wait for it or choose "
+                                   "another --out") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+
+    def release():
+        with contextlib.suppress(OSError):
+            path.unlink()
+        f.close()
+
+    ctx.call_on_close(release)
+
+
+def say_line(message: str = "") -> None:
+    """Print a line of a training run on stdout. When stdout's reader has gone away
+    (``train ... | head -2``), stop the run as SIGPIPE would (interrupt.stdout_closed):
+    it saves and exits with status 141 instead of losing its work."""
+    try:
+        click.echo(message)
+    except BrokenPipeError:
+        stdout_closed()
+
+
+def exit_if_stdout_closed(ctx, out: Path, run) -> None:
+    """After a run was saved: when stdout's reader went away, say so on stderr and exit
+    with status 141 (the samples would go nowhere)."""
+    if is_stdout_closed():
+        click.echo(f"stdout was closed (its reader went away): saved the checkpoint of step "
+                   f"{run.step} of {run.num_steps} to {str(out)!r}", err=True)
+        ctx.exit(141)
+
+
+def exit_with(code: int, msg: str) -> click.ClickException:
+    e = click.ClickException(msg)
+    e.exit_code = code
+    return e
+
+
+def runtime(backend: str, device: int | None, quiet: bool, program: str = "microgpt") -> Runtime:
+    with user_errors():
+        return Runtime(backend, device, quiet=quiet, program=program)
+
+
+def ranks_here(world) -> int:
+    """Training processes on this machine: the MPI ranks of this node, else 1 (each
+    holds its own state, as a --threads context does)."""
+    return world.local_size if world is not None else 1
+
+
+def check_memory(config, backend: str, rt: Runtime, batch_size: int, steps_per_call: int,
+                  data_tokens: int, grad_accum: int, contexts: int, eval_iters: int,
+                  out: Path) -> None:
+    """Refuse (one line naming the option) a run that would not fit in memory, in the
+    device's memory or, its checkpoint, on the disk of --out (memory.py)."""
+    need = memory.training_need(config, backend, batch_size, steps_per_call, data_tokens,
+                                grad_accum, contexts, eval_iters)
+    device_memory = rt.device.memory if rt.device is not None and rt.device.is_gpu else 0
+    try:
+        memory.check_run(need, out, device_memory)
+    except memory.RunTooLarge as e:
+        raise click.ClickException(str(e)) from None
+
+
+def exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> None:
+    """After a signal stopped a run (its checkpoint saved): say so on stderr and exit
+    with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129;
+    a closed stdout, as SIGPIPE: 141).
+    Under mpirun (``world``) the hint repeats the number of ranks (any other
+    number, or one process, continues the run too, to float rounding)."""
+    how = ("interrupted" if stop.signum == signal.SIGINT else
+           "stdout was closed (its reader went away)" if stop.signum == signal.SIGPIPE else
+           f"stopped by {stop.name}")
+    launcher = f"mpirun -n {world.size} " if world is not None else ""
+    click.echo(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
+               f"to {str(out)!r}; continue with: {launcher}microgpt-fut train --resume "
+               f"{shlex.quote(str(out))}{resume_args}", err=True)
+    ctx.exit(128 + stop.signum)
+
+
+def train_and_save(run, out: Path | None, save_every: int | None, say, ours: int | None = None,
+                   advance=None, after_save=None, world=None):
+    """loop.train_and_save, its RunFailed as click's one-line error (status 1); the
+    StopRequest when a signal stopped the run (saved), else None."""
+    try:
+        return loop.train_and_save(run, out, save_every, say, ours, advance, after_save, world)
+    except loop.RunFailed as e:
+        raise click.ClickException(str(e)) from None

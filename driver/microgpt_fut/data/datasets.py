@@ -1,0 +1,124 @@
+"""A dataset as a run sees it: its identity, its tokenizer, a step's batches, evaluation.
+
+Two kinds serve every model family (run.Run):
+
+- ``Lines``: documents, one per line, each a row [BOS] + characters + [BOS]
+  (microgpt's names; data.py). The documents are shuffled once under the seed and
+  step s takes documents (s*B + i) % N, so a step's rows depend only on (seed, s).
+  No evaluation.
+- ``Stream``: one stream of tokens (a text file, text.py, or token shards,
+  shards.py) split into train and val; a step's A micro-batches of B random
+  windows and the evaluation batches depend only on (seed, step) (text.TextData).
+
+A checkpoint records ``data_format`` (lines, text or tokens) and the entries that
+identify the data again at --resume (``train_entries``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .lines import DataInfo, Vocab, batch_indices, shuffled
+from .text import TextData
+from .tokenizer import CharVocab
+
+
+class Lines:
+    """Documents as rows (data.Vocab.encode), in microgpt's order under ``seed``.
+
+    docs: the documents in file order; info: where they came from (its sha256 is the
+    identity a resume checks); vocab: the model's characters (with BOS);
+    block_size: T. Raises KeyError for a character outside vocab (callers check
+    first).
+    """
+
+    data_format = "lines"
+    evaluates = False
+
+    def __init__(self, docs: list[str], info: DataInfo, vocab: Vocab, seed: int,
+                 block_size: int):
+        self.docs, self.info, self.vocab = docs, info, vocab
+        self.order = shuffled(docs, seed)
+        self.tokens, self.n_pos, self.n_cut = vocab.encode(self.order, block_size)
+
+    @property
+    def sha256(self) -> str:
+        return self.info.sha256
+
+    @property
+    def has_val(self) -> bool:
+        return False
+
+    def batches(self, first: int, k: int, settings) -> tuple[np.ndarray, np.ndarray, int]:
+        """Steps first+1..first+k: (tokens int64 [K, 1, B, T+1], n_pos int64 [K, 1, B],
+        valid positions in all), B = settings.batch_size (data.batch_indices)."""
+        idx = batch_indices(first, k, settings.batch_size, len(self.order))
+        n_pos = self.n_pos[idx]
+        return self.tokens[idx][:, None], n_pos[:, None], int(n_pos.sum())
+
+    def train_entries(self, step: int, settings) -> dict:
+        """The checkpoint's data entries: description, absolute path ("" built-in),
+        sha256 of the documents, their number, encoding, cursor (step * B)."""
+        d = self.info
+        return {"data": d.description, "data_path": d.path, "data_sha256": d.sha256,
+                "n_docs": d.n_docs, "encoding": d.encoding,
+                "cursor": step * settings.batch_size}
+
+    def checkpoint_vocab(self) -> tuple[list[str], None]:
+        """(the checkpoint's ``vocab`` list, its tokenizer): the characters."""
+        return list(self.vocab.chars), None
+
+
+class Stream:
+    """A token stream (text.TextData: a text file, or shards.load_tokens' shards) whose
+    windows are drawn as nanoGPT's get_batch; ``data_format``: "text" or "tokens"."""
+
+    evaluates = True
+
+    def __init__(self, data: TextData, data_format: str = "text"):
+        self.data, self.data_format = data, data_format
+
+    @property
+    def sha256(self) -> str:
+        return self.data.sha256
+
+    @property
+    def vocab(self):
+        return self.data.vocab
+
+    @property
+    def has_val(self) -> bool:
+        return len(self.data.val) > 0
+
+    def batches(self, first: int, k: int, settings) -> tuple[np.ndarray, None, int]:
+        """Steps first+1..first+k: (tokens int64 [K, A, B, T+1], None (every position
+        counts), positions in all), A = settings.grad_accum (text.TextData.train_batch)."""
+        s = settings
+        tokens = np.stack([self.data.train_batch(t, s.seed, s.grad_accum, s.batch_size)
+                           for t in range(first, first + k)])
+        return tokens, None, k * s.grad_accum * s.batch_size * self.data.block_size
+
+    def eval_batches(self, split: str, settings, step: int) -> np.ndarray:
+        """nanoGPT estimate_loss's batches of ``split`` at ``step``: int64 [I, B, T+1]."""
+        s = settings
+        return self.data.eval_batches(split, s.seed, step, s.eval_iters, s.batch_size)
+
+    def train_entries(self, step: int, settings, description: str = "") -> dict:
+        """The checkpoint's data entries: description, absolute path, sha256 (of the file,
+        or shards.py's digest of the shard set), its length and encoding, val_fraction."""
+        d = self.data
+        return {"data": description or d.path, "data_path": str(Path(d.path).resolve()),
+                "data_sha256": d.sha256, "n_chars": d.n_chars, "encoding": d.encoding,
+                "val_fraction": float(d.val_fraction)}
+
+    def checkpoint_vocab(self):
+        """(the checkpoint's ``vocab`` list, its tokenizer): a character vocabulary is
+        stored as the list by checkpoint.save, any other tokenizer as its JSON."""
+        return [], self.data.vocab
+
+
+def char_vocab_of(dataset) -> CharVocab | None:
+    """The dataset's character vocabulary, or None for another tokenizer."""
+    v = dataset.vocab
+    return v if isinstance(v, CharVocab) else None

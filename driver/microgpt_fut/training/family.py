@@ -1,0 +1,252 @@
+"""A model family as a run sees it: the Python side of futhark/gpt_model.fut's ``gpt_model``.
+
+Two families share every run (run.Run): microgpt (model.py: rmsnorm, ReLU, no
+biases, Adam with microgpt's linear decay, ``Adam``) and GPT-2 (gpt2.py:
+LayerNorm, GELU, tied head, nanoGPT's AdamW recipe, ``gpt2.Recipe``). A family
+says how to make its model (on the device, or on the host over --threads
+contexts and MPI ranks: data_parallel.py), how one device call trains K steps,
+how an evaluation batch is scored, and what its optimiser's settings are called
+in a checkpoint. Nothing here knows the data.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..parallel.host_state import DataParallelGPT2, DataParallelModel, runtimes
+from ..parallel.exchange import Exchange
+from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
+from ..models.microgpt import GPTConfig, Model
+from ..backend.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class Adam:
+    """microgpt's optimiser: Adam, the learning rate decaying linearly from ``lr`` to 0 at
+    the run's last step (microgpt.py; futhark/train.fut ``adam``)."""
+
+    lr: float = 0.01
+    beta1: float = 0.85
+    beta2: float = 0.99
+    eps: float = 1e-8
+
+    def validate(self) -> None:
+        """Raise ValueError naming the option when a setting is unusable."""
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"--lr must be a positive number, got {self.lr}")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be in [0, 1), got {getattr(self, name)}")
+        if not (math.isfinite(self.eps) and self.eps > 0):
+            raise ValueError(f"eps must be positive, got {self.eps}")
+
+    def to_train(self) -> dict:
+        """The checkpoint's ``train`` entries of these settings."""
+        return {"lr": float(self.lr), "beta1": float(self.beta1), "beta2": float(self.beta2),
+                "eps": float(self.eps)}
+
+
+def recipe_to_train(r: Recipe) -> dict:
+    """The checkpoint's ``train`` entries of nanoGPT's recipe."""
+    return {"lr": float(r.lr), "min_lr": float(r.min_lr), "warmup_steps": r.warmup_steps,
+            "lr_decay_steps": r.lr_decay_steps, "beta1": float(r.beta1),
+            "beta2": float(r.beta2), "eps": float(r.eps),
+            "weight_decay": float(r.weight_decay), "grad_clip": float(r.grad_clip)}
+
+
+def optimizer_from_train(train: dict) -> Adam | Recipe:
+    """The optimiser a checkpoint's ``train`` entries describe: the recipe when they hold
+    its schedule (``min_lr``), else microgpt's Adam. Raises KeyError for a missing entry."""
+    if "min_lr" in train:
+        return Recipe(lr=train["lr"], min_lr=train["min_lr"],
+                      warmup_steps=train["warmup_steps"],
+                      lr_decay_steps=train["lr_decay_steps"], beta1=train["beta1"],
+                      beta2=train["beta2"], eps=train["eps"],
+                      weight_decay=train["weight_decay"], grad_clip=train["grad_clip"])
+    return Adam(train["lr"], train["beta1"], train["beta2"], train["eps"])
+
+
+def uses_host_state(contexts: int, exchange: Exchange | None) -> bool:
+    """Whether a run trains on the host-state data-parallel models: with several
+    contexts (--threads) or several MPI ranks."""
+    return contexts > 1 or (exchange is not None and exchange.size > 1)
+
+
+class Family:
+    """A model family: ``arch`` (the checkpoint's and --arch's name), ``program`` (the
+    compiled library), its config class, its device model and its data-parallel one."""
+
+    arch: str
+    program: str
+    measures_norms: bool  # whether ``train`` gives each step's gradient norm
+    config_class: type
+    device_model: type
+    host_model: type
+
+    def model(self, rt: Runtime, config, seed: int, contexts: int = 1,
+              exchange: Exchange | None = None, params=None, m=None, v=None, step: int = 0):
+        """The run's model: fresh under ``seed`` (params None) or from the arrays
+        (float32, config.shapes(); moments zero when not given), on the device, or over
+        ``contexts`` c contexts and the MPI ranks of ``exchange`` (data_parallel.py).
+        Raises ValueError for a shape that does not match config."""
+        if uses_host_state(contexts, exchange):
+            rts = runtimes(rt, contexts)
+            if params is None:
+                return self.host_model.init(rts, config, seed, exchange)
+            return self.host_model.from_arrays(rts, config, params, m, v, step, exchange)
+        if params is None:
+            return self.device_model.init(rt, config, seed)
+        return self.device_model.from_arrays(rt, config, params, m, v, step)
+
+    def train(self, model, tokens: np.ndarray, n_pos: np.ndarray | None, num_steps: int,
+              optimizer) -> tuple[np.ndarray, np.ndarray]:
+        """K steps in one device call: tokens int64 [K, A, B, T+1] (A micro-batches of B
+        rows), n_pos int64 [K, A, B] valid positions per row (None: all T). Returns
+        (losses float32 [K], gradient norms float32 [K], NaN where the family measures
+        none)."""
+        raise NotImplementedError
+
+    def eval_losses(self, model, batches: np.ndarray) -> np.ndarray:
+        """Mean loss of each of I batches int64 [I, B, T+1] (every position counts):
+        float32 [I], no update."""
+        raise NotImplementedError
+
+    def names(self, model, seed: int, n: int, temperature: float, first: int) -> np.ndarray:
+        """Samples first..first+n-1 of a model trained on lines: int64 [n, block_size],
+        each from BOS until the next BOS (then padded with BOS: data.Vocab.decode stops
+        there); sample i draws from random stream i under seed."""
+        raise NotImplementedError
+
+    def continuations(self, model, seed: int, temperature: float, top_k: int, prompts,
+                      max_new: int, first: int, one_prompt: bool = False) -> np.ndarray:
+        """max_new tokens after each prompt (a sequence of >= 1 token ids; the model sees
+        its last block_size): int64 [len(prompts), max_new], row i from random stream
+        first+i under seed (one_prompt: all rows continue the same prompt). temperature
+        0 is greedy; top_k 0 keeps every token."""
+        raise NotImplementedError
+
+    def logits(self, model, tokens: np.ndarray) -> np.ndarray:
+        """Logits of the training path: tokens int64 [B, n], n <= block_size -> float32
+        [B, n, V] (causal: position j sees tokens 0..j)."""
+        return model.logits_seq(tokens)
+
+
+class Microgpt(Family):
+    """microgpt's model and Adam. A step's A micro-batches are one batch of A*B rows (the
+    kernel's loss is the mean over the valid positions of all rows)."""
+
+    arch, program = "microgpt", "microgpt"
+    measures_norms = False
+    config_class, device_model, host_model = GPTConfig, Model, DataParallelModel
+
+    def train(self, model, tokens, n_pos, num_steps, optimizer):
+        """Family.train's: microgpt's ``train`` entry point (Adam, linear decay to 0 at
+        num_steps); no gradient norms (NaN)."""
+        K, A, B, T1 = tokens.shape
+        tokens = tokens.reshape(K, A * B, T1)
+        n_pos = (np.full((K, A * B), T1 - 1, np.int64) if n_pos is None
+                 else np.asarray(n_pos).reshape(K, A * B))
+        o = optimizer
+        losses = model.train(tokens, n_pos, num_steps, o.lr, o.beta1, o.beta2, o.eps)
+        return losses, np.full(K, np.nan, np.float32)
+
+    def eval_losses(self, model, batches):
+        """Family.eval_losses's: one ``loss`` call per batch."""
+        full = np.full(batches.shape[1], batches.shape[2] - 1, np.int64)
+        return np.array([model.loss(b, full) for b in batches], np.float32)
+
+    def names(self, model, seed, n, temperature, first):
+        """Family.names's: microgpt's ``generate`` entry point (microgpt.py's loop)."""
+        return model.generate(seed, n, temperature, first)
+
+    def logits(self, model, tokens):
+        """Family.logits's: microgpt's logits_seq takes exactly block_size positions, so
+        the rows are padded on the right (causal attention: the padding changes nothing
+        before it) and the logits cut back to n."""
+        tokens = np.asarray(tokens, np.int64)
+        B, n = tokens.shape
+        padded = np.zeros((B, model.config.block_size), np.int64)
+        padded[:, :n] = tokens
+        return model.logits_seq(padded)[:, :n]
+
+    def continuations(self, model, seed, temperature, top_k, prompts, max_new, first,
+                      one_prompt=False):
+        """Family.continuations's: microgpt's kernels generate from BOS only, so text is
+        continued on the host, one device call per new token for all rows (``logits``
+        of the last block_size tokens; row i draws from
+        numpy's PCG64 under SeedSequence([seed, first + i]); nanoGPT sample.py's
+        temperature and top-k). Slower than GPT-2's kernels, for microgpt's small
+        models."""
+        T = model.config.block_size
+        rows = [list(np.asarray(p, np.int64).reshape(-1)) for p in prompts]
+        if any(len(r) == 0 for r in rows):
+            raise ValueError("every prompt needs at least one token")
+        out = np.zeros((len(rows), max(max_new, 0)), np.int64)
+        rngs = [np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, first + i])))
+                for i in range(len(rows))]
+        for j in range(max_new):
+            ctx = [r[-T:] for r in rows]
+            n = max(len(c) for c in ctx)
+            tokens = np.zeros((len(rows), n), np.int64)
+            for i, c in enumerate(ctx):
+                tokens[i, :len(c)] = c
+            logits = self.logits(model, tokens).astype(np.float64)
+            for i, c in enumerate(ctx):
+                z = logits[i, len(c) - 1]
+                if temperature == 0:
+                    t = int(np.argmax(z))
+                else:
+                    z = z / temperature
+                    if top_k:
+                        z = np.where(z < np.sort(z)[-min(top_k, len(z))], -np.inf, z)
+                    p = np.exp(z - z.max())
+                    t = int(rngs[i].choice(len(p), p=p / p.sum()))
+                rows[i].append(t)
+                out[i, j] = t
+        return out
+
+
+class GPT2(Family):
+    """GPT-2's model and nanoGPT's recipe (gpt2.Recipe)."""
+
+    arch, program = "gpt2", "gpt2"
+    measures_norms = True
+    config_class, device_model, host_model = GPT2Config, GPT2Model, DataParallelGPT2
+
+    def train(self, model, tokens, n_pos, num_steps, optimizer):
+        """Family.train's: GPT-2's ``train`` entry point (the recipe's schedule is its own;
+        num_steps is not used)."""
+        return model.train(tokens, n_pos, optimizer)
+
+    def eval_losses(self, model, batches):
+        """Family.eval_losses's: GPT-2's ``losses`` entry point."""
+        return model.losses(batches)
+
+    def names(self, model, seed, n, temperature, first):
+        """Family.names's: GPT-2's ``generate`` from the prompt [BOS] (BOS is the last
+        token of a lines vocabulary), block_size tokens (decoding stops at a BOS)."""
+        bos = np.array([model.config.vocab_size - 1], np.int64)
+        return model.generate(seed, n, temperature, 0, bos, model.config.block_size, first)
+
+    def continuations(self, model, seed, temperature, top_k, prompts, max_new, first,
+                      one_prompt=False):
+        """Family.continuations's: GPT-2's ``generate`` (one_prompt: every row has the
+        same prompt) or
+        ``generate_prompts`` (several, with the KV cache)."""
+        prompts = list(prompts)
+        if not max_new:
+            return np.zeros((len(prompts), 0), np.int64)
+        if one_prompt:
+            return model.generate(seed, len(prompts), temperature, top_k, prompts[0], max_new,
+                                  first)
+        return model.generate_prompts(seed, temperature, top_k, prompts, max_new, first)
+
+
+FAMILIES = {"microgpt": Microgpt(), "gpt2": GPT2()}
+
+
+def family_of(config) -> Family:
+    """The family of a config (its class's ``arch``)."""
+    return FAMILIES[config.arch]

@@ -1,0 +1,385 @@
+"""One training run over any model family and any dataset: start, resume, run, checkpoint.
+
+The Python side of futhark/train.fut's ``trainer``, written once over
+family.Family (microgpt, GPT-2) and datasets (Lines, Stream): K consecutive steps
+are fused into one device call (the family's ``train``) on the dataset's batches
+for those steps; a stream dataset is evaluated at step 0, every ``eval_every``
+steps and at the end (nanoGPT's estimate_loss). A step's batches depend only on
+(seed, step), so a run stopped after any call, saved (``checkpoint``) and
+continued (``Run.resume``) computes exactly what the uninterrupted run would.
+
+No state holding a NaN or an infinity is ever handed out to be saved: each call's
+losses (and gradient norms) are checked as they arrive, and the whole state at each
+``checkpoint``; on a failure the run replays from the last state known to be finite,
+a call's worth at a time and then step by step within the bad call, and is left at
+the last finite step (``diverged``), with the losses of the replayed good steps
+recorded as a run that never diverged records them.
+
+settings (trainer.TrainSettings or text_training.TextSettings, read by duck
+typing): num_steps, batch_size, seed, steps_per_call, threads, grad_accum,
+optimizer (family.Adam or gpt2.Recipe), to_train(); and for stream datasets
+eval_every, eval_iters.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import choices
+from .checkpoint import Checkpoint
+from ..parallel.exchange import Exchange
+from .family import Family, family_of
+from ..pacing import CallPacer
+from ..backend.runtime import Runtime
+
+# progress(step, num_steps, mean loss of steps first..step, the gradient norm of step (NaN:
+# none), tokens per second over them, first): first is the step after the previous report
+Progress = Callable[[int, int, float, float, float, int], None]
+# on_eval(step, train loss, val loss or nan[, acc, acc_norm with choices])
+OnEval = Callable[..., None]
+
+
+class Diverged(RuntimeError):
+    """A step's loss, or the state after it, is NaN or infinite.
+
+    ``step`` is the first such step (1-based: step s is the s-th update); the
+    run it came from is left at step - 1, the last good state. The message
+    is one line naming the step.
+    """
+
+    def __init__(self, step: int, num_steps: int, what: str, ranks: tuple[int, ...] = ()):
+        by = ""
+        if ranks:
+            by = (f", in rank {ranks[0]}'s share of the batch" if len(ranks) == 1 else
+                  f", in the shares of ranks {', '.join(map(str, ranks))}")
+        super().__init__(f"training diverged at step {step} of {num_steps}: {what}{by} "
+                         "(try a smaller --lr)")
+        self.step = step
+
+
+def finite(arrays: dict[str, np.ndarray]) -> bool:
+    """Whether every array of the dict is free of NaN and infinities."""
+    return all(np.isfinite(a).all() for a in arrays.values())
+
+
+class Series:
+    """A float32 series of one value per step that grows with the run (--steps may be
+    huge: it doubles, up to num_steps); ``view(step)`` is values [0, step)."""
+
+    def __init__(self, num_steps: int, values=()):
+        self.num_steps = num_steps
+        self._a = np.zeros(0, np.float32)
+        self.put(0, np.asarray(values, np.float32))
+
+    def put(self, first: int, values: np.ndarray) -> None:
+        """values [k] as steps first+1..first+k."""
+        end = first + len(values)
+        if end > len(self._a):
+            grown = np.zeros(min(self.num_steps, max(end, 2 * len(self._a), 1024)), np.float32)
+            grown[:len(self._a)] = self._a
+            self._a = grown
+        self._a[first:end] = values
+
+    def view(self, step: int) -> np.ndarray:
+        return self._a[:step]
+
+
+class Run:
+    """A run in progress: the model (on the device or the host), the dataset, the
+    losses, gradient norms and evaluations so far. Make one with ``start`` (fresh or
+    --init-from weights) or ``resume`` (a checkpoint), advance it with ``run`` and save
+    it with ``checkpoint``. ``step`` steps of ``num_steps`` are done."""
+
+    def __init__(self, family: Family, model, dataset, settings, losses, norms, evals,
+                 step: int):
+        self.family, self.model, self.dataset, self.settings = family, model, dataset, settings
+        self._losses = Series(settings.num_steps, np.asarray(losses, np.float32)[:step])
+        norms = np.full(step, np.nan, np.float32) if norms is None else norms
+        self._norms = Series(settings.num_steps, np.asarray(norms, np.float32)[:step])
+        self.evals = [list(e) for e in evals]
+        self.step = step
+        self.positions = 0   # valid positions trained on by this object's calls
+        self.seconds = 0.0   # time in this object's training calls
+        self.init_from = ""  # the model the run started from (train --init-from), if any
+        self.description = ""  # the data's description in the checkpoint (default: its own)
+        # train --eval-choices: (its absolute path, choices.Example list), scored at each
+        # evaluation (acc and acc_norm appended to the evaluation's entry)
+        self.choices: tuple[str, list] | None = None
+        self.pacer = CallPacer(settings.steps_per_call)
+        self.eval_pacer = CallPacer(getattr(settings, "eval_iters", 1))
+        self.trust()  # a fresh model, or a checkpoint's (checkpoint.load refuses NaN)
+
+    @classmethod
+    def start(cls, rt: Runtime, dataset, settings, config, params=None, init_from: str = "",
+              exchange: Exchange | None = None) -> "Run":
+        """A fresh run of config's family on dataset: the family's initialisation under
+        settings.seed, or (``train --init-from``) the weights ``params`` (float32 arrays of
+        config's shapes) with the optimiser's moments at zero; ``init_from`` names that
+        model in the checkpoint. exchange: an MPIExchange when MPI ranks share each
+        step's rows. Raises ValueError naming the option for bad settings or sizes."""
+        settings.validate()
+        config.validate()
+        family = family_of(config)
+        model = family.model(rt, config, settings.seed, settings.contexts, exchange, params)
+        run = cls(family, model, dataset, settings, (), (), [], 0)
+        run.init_from = init_from
+        return run
+
+    @classmethod
+    def resume(cls, rt: Runtime, ck: Checkpoint, dataset, settings,
+               exchange: Exchange | None = None) -> "Run":
+        """The run saved in ck, continued on dataset (which must be the run's own: its
+        sha256 is checked) with settings (the checkpoint's; only steps_per_call and
+        threads may differ, and the MPI ranks: exchange). Raises ValueError when the
+        data differ or ck cannot continue (no moments or loss history, step beyond the
+        total)."""
+        settings.validate()
+        if ck.m is None or ck.v is None or ck.losses is None:
+            raise ValueError("the checkpoint lacks the optimiser's moments or its loss history")
+        if dataset.sha256 != ck.train.get("data_sha256"):
+            raise ValueError(f"refusing to resume on other data: it is not the data the "
+                             f"checkpoint was trained on ({ck.train.get('data_path')!r}, "
+                             f"SHA-256 {str(ck.train.get('data_sha256'))[:12]}...)")
+        if not 0 <= ck.step <= settings.num_steps:
+            raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
+        family = family_of(ck.config)
+        model = family.model(rt, ck.config, settings.seed, settings.contexts, exchange,
+                             ck.params, ck.m, ck.v, ck.step)
+        run = cls(family, model, dataset, settings, ck.losses, ck.norms, ck.evals or [], ck.step)
+        run.init_from = ck.train.get("init_from", "")
+        return run
+
+    # -- what has been done --------------------------------------------------------------
+
+    @property
+    def losses(self) -> np.ndarray:
+        """The loss of each step done so far: float32 [step] (a view)."""
+        return self._losses.view(self.step)
+
+    @property
+    def norms(self) -> np.ndarray:
+        """Each step's gradient norm before clipping: float32 [step] (NaN: not measured)."""
+        return self._norms.view(self.step)
+
+    @property
+    def num_steps(self) -> int:
+        return self.settings.num_steps
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.settings.num_steps
+
+    # -- training --------------------------------------------------------------------------
+
+    def _call(self, first: int, k: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """Steps first+1..first+k in one device call: (losses [k], norms [k], positions)."""
+        s = self.settings
+        tokens, n_pos, positions = self.dataset.batches(first, k, s)
+        losses, norms = self.family.train(self.model, tokens, n_pos, s.num_steps, s.optimizer)
+        return losses, norms, positions
+
+    def _record(self, first: int, losses: np.ndarray, norms: np.ndarray) -> None:
+        self._losses.put(first, losses)
+        self._norms.put(first, norms)
+
+    def _due_eval(self, step: int) -> bool:
+        return self.dataset.evaluates and (step % self.settings.eval_every == 0
+                                           or step == self.settings.num_steps)
+
+    def evaluate(self, should_stop: Callable[[], bool] | None = None
+                 ) -> tuple[float, ...] | None:
+        """nanoGPT's estimate_loss at the current step: mean loss over eval_iters
+        batches of each split (val: nan without a validation split), and with
+        ``choices`` the multiple-choice acc and acc_norm (choices.evaluate: one device
+        call per example); recorded and returned as (train, val[, acc, acc_norm]).
+
+        The batches go to the device a few at a time (about pacing.CALL_SECONDS a
+        call; each batch's loss is its own, so the mean does not depend on it). When
+        ``should_stop()`` turns true between calls, the evaluation is abandoned
+        (None, nothing recorded); ``run`` does it first when the run continues.
+        """
+        out = []
+        for split in ("train", "val"):
+            if split == "val" and not self.dataset.has_val:
+                out.append(math.nan)
+                continue
+            batches = self.dataset.eval_batches(split, self.settings, self.step)
+            losses, i = [], 0
+            while i < len(batches):
+                if should_stop is not None and should_stop():
+                    return None
+                k = self.eval_pacer.next_k(i, len(batches) - i)
+                t0 = time.perf_counter()
+                losses.append(self.family.eval_losses(self.model, batches[i:i + k]))
+                self.eval_pacer.record(k, time.perf_counter() - t0)
+                i += k
+            out.append(float(np.mean(np.concatenate(losses).astype(np.float64))))
+        if self.choices is not None:
+            scores = choices.evaluate(self.choices[1], self.dataset.vocab,
+                                      lambda t: self.family.logits(self.model, t),
+                                      self.model.config.block_size)
+            out += [scores.acc, scores.acc_norm]
+        self.evals = [e for e in self.evals if e[0] != self.step] + [[self.step, *out]]
+        return tuple(out)
+
+    def run(self, until: int | None = None, progress: Progress | None = None,
+            on_eval: OnEval | None = None, report_every: int = 100,
+            should_stop: Callable[[], bool] | None = None) -> None:
+        """Train up to step ``until`` (default: the end), at most settings.steps_per_call
+        steps a call and about pacing.CALL_SECONDS per call; a stream dataset is
+        evaluated at step 0, every eval_every steps and at the end (calls end there).
+
+        On a NaN or infinity in a call's losses or norms (or in the state at a
+        ``checkpoint``) the run goes back to the last good step and Diverged is
+        raised. ``should_stop()`` is asked after each call: when true, run returns
+        early (the call's steps are done). ``progress`` is called after the call that
+        crosses each multiple of report_every steps, and after step ``until``.
+        """
+        s = self.settings
+        until = s.num_steps if until is None else min(until, s.num_steps)
+        if self._due_eval(self.step) and not any(e[0] == self.step for e in self.evals):
+            # step 0, or an evaluation a signal abandoned before the run was saved
+            result = self.evaluate(should_stop)
+            if result is None:
+                return
+            if on_eval:
+                on_eval(self.step, *result)
+        last_t, last_step, last_pos = time.perf_counter(), self.step, self.positions
+        while self.step < until:
+            first = self.step
+            end = until
+            if self.dataset.evaluates:
+                end = min(until, (first // s.eval_every + 1) * s.eval_every)
+            k = self.pacer.next_k(first, end - first)
+            before = self.model.state
+            t0 = time.perf_counter()
+            losses, norms, positions = self._call(first, k)
+            if not np.isfinite(losses).all() or np.isinf(norms).any():
+                raise self.call_diverged(before, first, first + k)
+            self.pacer.record(k, time.perf_counter() - t0)
+            self.seconds += time.perf_counter() - t0
+            self._record(first, losses, norms)
+            self.step += k
+            self.positions += positions
+            if progress is not None and (self.step // report_every > first // report_every
+                                         or self.step == until):
+                now = time.perf_counter()
+                rate = (self.positions - last_pos) / max(now - last_t, 1e-9)
+                progress(self.step, s.num_steps, float(np.mean(self.losses[last_step:])),
+                         float(self.norms[-1]), rate, last_step + 1)
+                last_t, last_step, last_pos = now, self.step, self.positions
+            if self._due_eval(self.step):
+                # the last evaluation is never abandoned: no later run would do it
+                result = self.evaluate(None if self.done else should_stop)
+                if result is not None and not math.isfinite(result[0]):
+                    raise self.diverged(self.step)  # the state broke: find the step
+                if result is not None and on_eval:
+                    on_eval(self.step, *result)
+            if should_stop is not None and should_stop():
+                break
+        self.model.rt.sync()
+
+    # -- divergence ------------------------------------------------------------------------
+
+    def replay(self, first: int, k: int) -> np.ndarray:
+        """Train steps first+1..first+k from the model's current state as ``run`` does,
+        recording their losses and norms; return the losses (NaN where a norm is
+        infinite, so that a bad step is found by its loss)."""
+        losses, norms, _ = self._call(first, k)
+        self._record(first, losses, norms)
+        return np.where(np.isinf(norms), np.nan, losses)
+
+    def rewind(self, step: int) -> None:
+        """Forget what was recorded after ``step`` (losses, norms are views; evaluations
+        are cut) and make it the run's step (the caller sets the model's state)."""
+        self.evals = [e for e in self.evals if e[0] <= step]
+        self.step = step
+
+    def trust(self) -> None:
+        """Record the current state as finite: a replay starts from here."""
+        self._good = (self.step, self.model.state)
+
+    def checked(self, groups: tuple[dict[str, np.ndarray], ...]) -> None:
+        """Check the host copies of the state (params, m, v) that a checkpoint is made
+        of: raise Diverged (``diverged``) when one holds a NaN or an infinity, else
+        record the state as the last finite one."""
+        if not all(finite(g) for g in groups):
+            raise self.diverged(self.step)
+        self.trust()
+
+    def call_diverged(self, before, first: int, end: int) -> Diverged:
+        """``diverged`` after a call from state ``before`` at step ``first`` gave a
+        non-finite loss: the replay starts at ``before`` when that state is finite
+        (one host copy), else at the last state known to be."""
+        self.model.state = before
+        if self.model.finite():
+            self._good = (first, before)
+        return self.diverged(end)
+
+    def diverged(self, end: int) -> Diverged:
+        """Find the first bad step up to ``end`` (the loss is not finite, or its update
+        made the state so) by replaying from the last finite state; leave the run at
+        the step before it, with the losses of every good step recorded, and return the
+        Diverged naming it."""
+        step, state = self._good
+        k_max = max(1, self.settings.steps_per_call)
+        while step < end:
+            k = min(k_max, end - step)
+            self.model.state = state
+            if np.isfinite(self.replay(step, k)).all() and self.model.finite():
+                step, state = step + k, self.model.state
+                continue
+            for _ in range(k):  # the bad call, one step at a time
+                self.model.state = state
+                loss = float(self.replay(step, 1)[0])
+                what = None
+                if not math.isfinite(loss):
+                    what = f"the loss is {loss}"
+                elif not self.model.finite():
+                    what = "its update made a parameter or an Adam moment infinite or NaN"
+                if what is not None:
+                    ranks = getattr(self.model, "bad_ranks", ())
+                    self.model.state = state
+                    self.rewind(step)
+                    return Diverged(step + 1, self.settings.num_steps, what, ranks)
+                step, state = step + 1, self.model.state
+            break
+        # Not reproduced (only possible on a non-deterministic backend): name the range.
+        first = self._good[0]
+        self.model.state = state
+        self.rewind(step)
+        return Diverged(first + 1, self.settings.num_steps,
+                        f"the loss or the state became NaN or infinite within steps "
+                        f"{first + 1}..{end}")
+
+    # -- saving ----------------------------------------------------------------------------
+
+    def checkpoint(self) -> Checkpoint:
+        """Everything needed to continue the run, ready for checkpoint.save: the model,
+        the optimiser's moments, the settings (settings.to_train()), the data's identity
+        (the dataset's train_entries) and the series. Raises Diverged (``checked``) when
+        the state holds a NaN or an infinity, after putting the run back to the last
+        finite step."""
+        params, (m, v) = self.model.params(), self.model.adam()
+        self.checked((params, m, v))
+        train = self.settings.to_train()
+        if self.dataset.evaluates:
+            train.update(self.dataset.train_entries(self.step, self.settings, self.description))
+        else:
+            train.update(self.dataset.train_entries(self.step, self.settings))
+            if self.description:
+                train["data"] = self.description
+        if self.init_from:
+            train["init_from"] = self.init_from
+        if self.choices is not None:
+            train["eval_choices"] = self.choices[0]
+        vocab, tokenizer = self.dataset.checkpoint_vocab()
+        # the families that measure gradient norms store them (microgpt's are NaN)
+        norms = self.norms.copy() if self.family.measures_norms else None
+        return Checkpoint(self.model.config, vocab, params, m, v, self.step, train,
+                          self.losses.copy(), self.dataset.data_format, norms,
+                          [list(e) for e in self.evals] if self.dataset.evaluates else None,
+                          tokenizer=tokenizer)
