@@ -99,7 +99,7 @@ def test_gpt2_estimate_covers_the_batchs_activations(tmp_path):
     windows takes beyond a batch of 12, measured, is within the estimate's difference,
     and not 3x below it."""
     need_backend("c")
-    from microgpt_fut.gpt2 import GPT2Config
+    from microgpt_fut.models.gpt2 import GPT2Config
 
     peaks = {}
     for b in (12, 96):

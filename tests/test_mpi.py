@@ -184,17 +184,22 @@ def test_weights_broken_by_an_update_are_saved_by_no_rank(tmp_path):
 def test_sigint_to_mpirun_saves_and_one_process_resumes_exactly(tmp_path):
     """Ctrl-C to mpirun (which sends SIGTERM to every rank, SIGKILL a second later):
     the ranks stop after the same call, rank 0 saves and says so in one line; one
-    process with --threads 2 resumes it to the 2-rank run's end, bit for bit."""
+    process with --threads 2 resumes it to the 2-rank run's end, bit for bit. Rank 1
+    holds its 40th call until the run has seen the signal (mpi_fault.py's ``hold``), so
+    the signal always lands inside the run, however fast the machine. (Setting Open
+    MPI's odls_base_sigkill_timeout, to give a loaded machine longer than a second,
+    made this mpirun 4.1 forward no SIGTERM at all.)"""
     need_mpi()
     data = small_data(tmp_path, 60)
     common = ["--data", str(data), "--batch-size", "2", "--steps", "3000", "--n-embd", "8",
               "--n-head", "2", "--block-size", "16", "--samples", "0"]
     out = tmp_path / "m.safetensors"
-    p = subprocess.Popen([*mpirun(), sys.executable, "-m", "microgpt_fut", "train", *common,
-                          "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env={**os.environ, **MPI_ENV})
+    p = subprocess.Popen([*mpirun(), sys.executable, str(FAULT), "1", "hold", "40", "train",
+                          *common, "--out", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, **MPI_ENV})
     for line in p.stdout:
-        if line.startswith("step "):
+        if line.strip() == "held":
             break
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)

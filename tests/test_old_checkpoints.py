@@ -1,5 +1,8 @@
 """Checkpoints written by 7cc6169 (tests/data/7cc6169, its README says how) load and
-resume under one Run, bit-identical to a run of today's code from the start."""
+resume under one Run, as a run of today's code from the start: bit-identical for
+microgpt; for GPT-2 to float32 rounding, since its first four steps were taken with
+7cc6169's gradient (vjp2), and today's on c is the backward written by hand, which sums
+in another order."""
 from __future__ import annotations
 
 import shutil
@@ -45,5 +48,12 @@ def test_an_old_checkpoint_resumes_as_a_fresh_run_today(kind, tmp_path):
     a, b = load_file(str(old)), load_file(str(fresh))
     assert sorted(a) == sorted(b)
     for name in a:
-        assert np.array_equal(a[name], b[name]), name
-    assert ckpt.load(old).step == 8 and ckpt.load(old).evals == ckpt.load(fresh).evals
+        if kind == "lines":
+            assert np.array_equal(a[name], b[name]), name
+        else:
+            scale = float(np.abs(b[name]).max()) or 1.0
+            np.testing.assert_allclose(a[name], b[name], rtol=0, atol=1e-5 * scale,
+                                       err_msg=name)
+    assert ckpt.load(old).step == 8
+    np.testing.assert_allclose(np.array(ckpt.load(old).evals, dtype=float),
+                               np.array(ckpt.load(fresh).evals, dtype=float), rtol=1e-6)
