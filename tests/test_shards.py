@@ -97,8 +97,9 @@ def test_prepare_with_bpe_and_validation_files(tmp_path):
     r = run("prepare", a, b, "--val", v, "--out", tmp_path / "o", "--tokenizer", "bpe",
             "--vocab-size", 300, "--bpe-sample-mb", 0.02, "--name", "sh")
     assert r.exit_code == 0, r.output
-    assert "first 20,000 bytes" in r.output
-    tok = train_bpe(text[:20_000 + text[20_000:].index("\n") + 1], 300)  # the sample: whole lines
+    sample = text[:20_000 + text[20_000:].index("\n") + 1]  # whole lines (ASCII text)
+    assert f"first {len(sample):,} bytes of 60,000 (--bpe-sample-mb 0.02)" in r.output
+    tok = train_bpe(sample, 300)
     eot = tok.eot_id
     want_train = np.concatenate([[eot], tok.encode(text[:30_000], "a"), [eot],
                                  tok.encode(text[30_000:60_000], "b")])

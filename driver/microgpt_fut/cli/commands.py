@@ -709,9 +709,13 @@ def prepare_command(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tok
             tok = P.char_vocab(list(inputs))
         elif tokenizer == "bpe":
             limit = int(bpe_sample_mb * 1e6)
-            click.echo(f"training a BPE of {vocab_size} tokens on the inputs' first "
-                       f"{limit:,} bytes (--bpe-sample-mb)")
-            tok = train_bpe(P.text_sample(list(inputs), limit), vocab_size)
+            sample = P.text_sample(list(inputs), limit)
+            n = len(sample.encode("utf-8"))
+            total = sum(p.stat().st_size for p in inputs)
+            click.echo(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
+                       f"bytes" + (" (all of them)" if n >= total else
+                                   f" of {total:,} (--bpe-sample-mb {bpe_sample_mb:g})"))
+            tok = train_bpe(sample, vocab_size)
         else:
             tok = load_tokenizer(tokenizer)
         total = sum(p.stat().st_size for p in [*inputs, *val_inputs] if p.is_file())
