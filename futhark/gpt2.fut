@@ -65,6 +65,10 @@ entry get_params [V][C][T][L][F] (s: state [V][C][T][L][F]) = unpack s.params
 entry get_adam_m [V][C][T][L][F] (s: state [V][C][T][L][F]) = unpack s.m
 -- | AdamW's second moments.
 entry get_adam_v [V][C][T][L][F] (s: state [V][C][T][L][F]) = unpack s.v
+-- | [the number of NaN or infinite weights and Adam moments] (0: finite), one
+-- reduction on the device (train.fut's `nonfinite_count`).
+entry nonfinite_count [V][C][T][L][F] (s: state [V][C][T][L][F]) : [1]f32 =
+  [Train.nonfinite_count s]
 -- | [step, n_head, bias (0/1)] as an array.
 entry get_counters [V][C][T][L][F] (s: state [V][C][T][L][F]) : [3]i64 =
   [s.step, s.hyper.n_head, i64.bool s.hyper.bias]

@@ -17,6 +17,15 @@ module trainer (M: gpt_model) = {
   def params_zeros [V][C][T][L][F] (p: M.params [V][C][T][L][F]) : M.params [V][C][T][L][F] =
     M.params_map2 (\_ _ -> 0) p p
 
+  -- | How many weights and Adam moments are NaN or infinite (0: the state is
+  -- finite).  One reduction on the device, so that the driver checks every call's
+  -- result without copying the model to the host.  A count, not a sum of the
+  -- values: large finite weights cannot overflow it to infinity.
+  def nonfinite_count [V][C][T][L][F] (s: state [V][C][T][L][F]) : f32 =
+    let bad (p: M.params [V][C][T][L][F]) =
+      M.params_sum_sq (M.params_map2 (\x _ -> if f32.isnan x || f32.isinf x then 1 else 0) p p)
+    in bad s.params + bad s.m + bad s.v
+
   -- | A state at step 0 with these weights and zero moments.
   def fresh [V][C][T][L][F] (p: M.params [V][C][T][L][F]) (hyper: M.hyper) : state [V][C][T][L][F] =
     {params = p, m = params_zeros p, v = params_zeros p, step = 0, hyper}

@@ -23,6 +23,14 @@ def small_data(folder: Path, n: int = 300, name: str = "names.txt") -> Path:
     return path
 
 
+def shakespeare_file(folder: Path, n_chars: int, name: str = "shakespeare.txt") -> Path:
+    """A text file with the first n_chars characters of data/tinyshakespeare.txt."""
+    text = NAMES_TXT.with_name("tinyshakespeare.txt").read_text(encoding="utf-8")
+    path = folder / name
+    path.write_text(text[:n_chars], encoding="utf-8")
+    return path
+
+
 def need_backend(backend: str = "c") -> None:
     """Return if build.sh compiled microgpt's library for this backend (else: conftest's
     need_library: a skip for cuda, a failure for any other backend)."""

@@ -23,8 +23,7 @@ from click.testing import CliRunner
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from cli_helpers import assert_one_line_error, need_backend, small_data
-from conftest import DATA_DIR
+from cli_helpers import assert_one_line_error, need_backend, shakespeare_file, small_data
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.models.gpt2 import GPT2Model
@@ -35,10 +34,7 @@ SIZES = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "1
 
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("text") / "shakespeare_5k.txt"
-    path.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:5000],
-                    encoding="utf-8")
-    return path
+    return shakespeare_file(tmp_path_factory.mktemp("text"), 5000, "shakespeare_5k.txt")
 
 
 def run_cli(*args):
@@ -236,3 +232,25 @@ def test_export_folder_refuses_non_finite_weights(text_checkpoint, tmp_path):
     with pytest.raises(hf.HFError, match="'ln_f_w' holds NaN"):
         hf.export_folder(ck, tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("where", ["params", "m", "v", "none"])
+def test_the_device_counts_non_finite_values_without_a_host_copy(backend, tiny, where):
+    """Model.finite is one reduction on the device (entry nonfinite_count), checked here
+    against NumPy's count of NaN and infinities in the same arrays, on every backend;
+    values near float32's largest are finite (a sum of squares would overflow)."""
+    from conftest import get_runtime
+
+    rt = get_runtime(backend)
+    params = {k: a.copy() for k, a in tiny.params.items()}
+    m = {k: np.full_like(a, 3e38) for k, a in params.items()}
+    v = {k: np.zeros_like(a) for k, a in params.items()}
+    groups = {"params": params, "m": m, "v": v}
+    if where != "none":
+        arrays = groups[where]
+        arrays["wte"][0, 1], arrays["lm_head"][2, 0] = np.nan, -np.inf
+    model = Model.from_arrays(rt, tiny.config, params, m, v)
+    want = sum(int((~np.isfinite(a)).sum()) for g in groups.values() for a in g.values())
+    got = float(rt.numpy(rt.entry("nonfinite_count", model.state))[0])
+    assert got == want == (0 if where == "none" else 2)
+    assert model.finite() == (where == "none")

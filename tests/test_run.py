@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 import reference as RM
 import reference_gpt2 as RG
-from cli_helpers import names_lines
-from conftest import DATA_DIR, get_runtime
+from cli_helpers import names_lines, shakespeare_file
+from conftest import get_runtime
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training import family as fam
 from microgpt_fut.cli.commands import main
@@ -38,10 +38,7 @@ T = 16
 
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("text") / "shakespeare.txt"
-    path.write_text((DATA_DIR / "tinyshakespeare.txt").read_text(encoding="utf-8")[:30_000],
-                    encoding="utf-8")
-    return path
+    return shakespeare_file(tmp_path_factory.mktemp("text"), 30_000)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,9 @@ steps and at the end (nanoGPT's estimate_loss). A step's batches depend only on
 continued (``Run.resume``) computes exactly what the uninterrupted run would.
 
 No state holding a NaN or an infinity is ever handed out to be saved: each call's
-losses (and gradient norms) are checked as they arrive, and the whole state at each
-``checkpoint``; on a failure the run replays from the last state known to be finite,
+losses (and gradient norms) are checked as they arrive, and the state after each call
+by the model's ``finite`` (on the device: one reduction, no copy), and again the host
+copies a ``checkpoint`` is made of; on a failure the run replays from the last state known to be finite,
 a call's worth at a time and then step by step within the bad call, and is left at
 the last finite step (``diverged``), with the losses of the replayed good steps
 recorded as a run that never diverged records them.
@@ -257,7 +258,8 @@ class Run:
             before = self.model.state
             t0 = time.perf_counter()
             losses, norms, positions = self._call(first, k)
-            if not np.isfinite(losses).all() or np.isinf(norms).any():
+            if not np.isfinite(losses).all() or np.isinf(norms).any() \
+                    or not self.model.finite():  # an update that broke the weights
                 raise self.call_diverged(before, first, first + k)
             self.pacer.record(k, time.perf_counter() - t0)
             self.seconds += time.perf_counter() - t0
