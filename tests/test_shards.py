@@ -258,3 +258,14 @@ def test_memory_stays_flat_on_a_billion_tokens(tmp_path):
     assert r.returncode == 0, r.stderr
     peak_mib = int(r.stdout) / 1024
     assert peak_mib < 400, f"peak RSS {peak_mib:.0f} MiB for 2.4 GB of shards"
+
+
+def test_a_missing_input_after_the_bpe_sample_is_one_line(tmp_path):
+    """The BPE's sample ends within the first input; the second, missing, is still
+    named in one line, and no shard is left."""
+    src = tmp_path / "a.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:3000], encoding="utf-8")
+    r = run("prepare", src, tmp_path / "missing.txt", "--out", tmp_path / "o", "--tokenizer",
+            "bpe", "--vocab-size", 300, "--bpe-sample-mb", 0.001)
+    assert_one_line_error(r, "cannot read input", "missing.txt")
+    assert not list((tmp_path / "o").glob("*.bin"))

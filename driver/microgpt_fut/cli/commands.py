@@ -711,10 +711,10 @@ def prepare_command(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tok
             limit = int(bpe_sample_mb * 1e6)
             sample = P.text_sample(list(inputs), limit)
             n = len(sample.encode("utf-8"))
-            total = sum(p.stat().st_size for p in inputs)
+            size = sum(p.stat().st_size for p in inputs if p.is_file())  # bad ones: prepare says
             click.echo(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
-                       f"bytes" + (" (all of them)" if n >= total else
-                                   f" of {total:,} (--bpe-sample-mb {bpe_sample_mb:g})"))
+                       f"bytes" + (" (all of them)" if n >= size else
+                                   f" of {size:,} (--bpe-sample-mb {bpe_sample_mb:g})"))
             tok = train_bpe(sample, vocab_size)
         else:
             tok = load_tokenizer(tokenizer)

@@ -113,6 +113,7 @@ class TokenStream:
         self.files, self.fmt = [Path(f) for f in files], fmt
         self.parts = [open_shard(f) if fmt == "llm.c" else open_raw(f) for f in self.files]
         self.ends = np.cumsum([len(p) for p in self.parts], dtype=np.int64)
+        self.starts = self.ends - [len(p) for p in self.parts]
 
     def __reduce__(self):
         return TokenStream, (self.files, self.fmt)
@@ -126,10 +127,9 @@ class TokenStream:
             raise IndexError(f"token index out of range [0, {len(self)})")
         out = np.empty(idx.shape, dtype=np.int64)
         part = np.searchsorted(self.ends, idx, side="right")
-        starts = self.ends - [len(p) for p in self.parts]
         for k in np.unique(part):  # a window may cross from one shard into the next
             sel = part == k
-            out[sel] = self.parts[k][idx[sel] - starts[k]]
+            out[sel] = self.parts[k][idx[sel] - self.starts[k]]
         return out
 
     def check_below(self, vocab_size: int, chunk: int = 1 << 22) -> None:
