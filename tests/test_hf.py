@@ -238,9 +238,24 @@ def test_export_refusals_and_overwrite(tmp_path):
     with pytest.raises(hf.HFError) as e:
         hf.export_folder(ck, folder)
     assert "not empty" in _one_line(e) and str(folder) in str(e.value)
+    assert {"vocab.json", "merges.txt"} <= {p.name for p in folder.iterdir()}
+    # --overwrite replaces the export's files only: the user's files and folders stay
     (folder / "extra.txt").write_text("old")
-    hf.export_folder(ck, folder, overwrite=True)  # replaced as a whole
-    assert not (folder / "extra.txt").exists() and (folder / "model.safetensors").is_file()
+    (folder / "runs").mkdir()
+    (folder / "runs" / "log.txt").write_text("keep")
+    (folder / "generation_config.json").write_text("{}")  # transformers' save_pretrained's
+    chars = CharVocab.from_text(shakespeare()[:20000])
+    hf.export_folder(_trained_checkpoint(chars, True), folder, overwrite=True)
+    assert (folder / "extra.txt").read_text() == "old"
+    assert (folder / "runs" / "log.txt").read_text() == "keep"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["extra.txt", "runs", "config.json", "model.safetensors", "tokenizer.json",
+         "tokenizer_config.json"])  # the BPE's vocab.json and merges.txt are gone
+    from tokenizers import Tokenizer
+
+    text = shakespeare()[:300]
+    assert Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text).ids == \
+        [chars.chars.index(c) for c in text]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     (tmp_path / "file").write_text("x")
     with pytest.raises(hf.HFError) as e:

@@ -345,6 +345,12 @@ def hf_tensors(config: GPT2Config, params: dict[str, np.ndarray]) -> dict[str, n
     return out
 
 
+# The files an export writes or replaces: its own, and those transformers' save_pretrained
+# writes beside them (which would describe another model after an --overwrite).
+EXPORT_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
+
+
 def _tokenizer_files(tok: tokenizers.Tokenizer, block_size: int) -> dict[str, bytes]:
     """tokenizer.json, tokenizer_config.json and, for a GPT-2-style BPE, vocab.json and
     merges.txt. tokenizer_config.json names transformers' PreTrainedTokenizerFast,
@@ -391,9 +397,11 @@ def export_folder(ck: Checkpoint, folder: str | Path, overwrite: bool = False) -
     as its tokenizer.json, plus vocab.json and merges.txt when GPT-2-style).
     Returns the file names written.
 
-    Atomic: the files go to a temporary folder beside ``folder``, fsync'ed, which is
-    then renamed to ``folder``. An existing non-empty ``folder`` is refused unless
-    ``overwrite`` (then replaced as a whole, its old files removed). Raises HFError
+    The files go to a temporary folder beside ``folder``, fsync'ed, which is then
+    renamed to ``folder`` (atomic). An existing non-empty ``folder`` is refused unless
+    ``overwrite``: then each file is renamed over its old version, and the other
+    ``EXPORT_FILES`` (a former export's, e.g. a BPE's vocab.json) are removed; every
+    other file and folder in it stays as it was. Raises HFError
     (one line) for a microgpt checkpoint or one of lines, weights holding a NaN or an
     infinity, a ``folder`` that is a file or not empty, and any OSError.
     """
@@ -418,7 +426,7 @@ def export_folder(ck: Checkpoint, folder: str | Path, overwrite: bool = False) -
                                           metadata={"format": "pt"})}
     files.update(_tokenizer_files(tok, ck.config.block_size))
     parent = folder.parent
-    tmp = old = None
+    tmp = None
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=parent))
         umask = os.umask(0)
@@ -427,21 +435,19 @@ def export_folder(ck: Checkpoint, folder: str | Path, overwrite: bool = False) -
         for name, data in files.items():
             _write_file(tmp / name, data)
         _fsync_dir(tmp)
-        if folder.is_dir() and any(folder.iterdir()):  # overwrite: move the old one aside
-            old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".old", dir=parent))
-            os.replace(folder, old / "x")
-        try:
+        if folder.is_dir() and any(folder.iterdir()):  # overwrite: the export's files only
+            for name in files:
+                os.replace(tmp / name, folder / name)
+            for name in set(EXPORT_FILES) - set(files):  # a former export's, now stale
+                (folder / name).unlink(missing_ok=True)
+            _fsync_dir(folder)
+        else:
             os.replace(tmp, folder)  # replaces an empty folder too (rename(2))
-        except OSError:
-            if old is not None:  # put the old folder back
-                os.replace(old / "x", folder)
-            raise
-        tmp = None
+            tmp = None
         _fsync_dir(parent)
     except OSError as e:
         raise HFError(f"cannot write {where}: {e.strerror or e}") from None
     finally:
-        for d in (tmp, old):
-            if d is not None:
-                shutil.rmtree(d, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     return list(files)
