@@ -254,3 +254,52 @@ def test_the_device_counts_non_finite_values_without_a_host_copy(backend, tiny, 
     got = float(rt.numpy(rt.entry("nonfinite_count", model.state))[0])
     assert got == want == (0 if where == "none" else 2)
     assert model.finite() == (where == "none")
+
+
+@pytest.mark.parametrize("arch", ["microgpt", "gpt2"])
+def test_a_broken_update_ends_the_run_at_its_own_call(arch, text_file, tmp_path, monkeypatch):
+    """Update 8, the last of the call of steps 5-8 (--steps-per-call 4), breaks the
+    weights while its loss stays finite. That call ends the run, because the weights are
+    checked after every call (Model.finite): no call starts at step 8 or later, so none
+    trains on the broken weights (the next call's NaN losses would otherwise be the
+    first sign)."""
+    need_backend("c")
+    cls = GPT2Model if arch == "gpt2" else Model
+    infinite_lr_from(monkeypatch, cls, 8)
+    starts, patched = [], cls.train
+
+    def train(self, *a, **kw):
+        starts.append(self.step())
+        return patched(self, *a, **kw)
+
+    monkeypatch.setattr(cls, "train", train)
+    out = tmp_path / "m.safetensors"
+    common = ("--steps", "20", "--steps-per-call", "4")
+    r = run_cli(*(text_args(text_file, out, *common) if arch == "gpt2" else
+                  ("train", "--data", small_data(tmp_path, 50), *common, "--samples", "0",
+                   "--out", out)))
+    assert_one_line_error(r, "training diverged at step 8 of 20", "its update made")
+    assert max(starts) < 8, starts
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["params", "m", "v", "none"])
+def test_gpt2_counts_non_finite_values_on_the_device(gpt2_rt, where):
+    """GPT-2's own nonfinite_count (its state: biases, LayerNorms, the tied head) against
+    NumPy's count of NaN and infinities in the same arrays, one in every tensor of the
+    group, on every backend; values near float32's largest are finite."""
+    from microgpt_fut.models.gpt2 import GPT2Config
+
+    cfg = GPT2Config(vocab_size=11, n_embd=8, n_head=2, n_layer=2, block_size=6, bias=True)
+    rng = np.random.default_rng(0)
+    params = {k: rng.standard_normal(s).astype(np.float32) for k, s in cfg.shapes().items()}
+    m = {k: np.full_like(a, -3e38) for k, a in params.items()}
+    v = {k: np.full_like(a, 3e38) for k, a in params.items()}
+    groups = {"params": params, "m": m, "v": v}
+    for i, a in enumerate(groups[where].values() if where != "none" else []):
+        a.flat[i % a.size] = (np.nan, np.inf, -np.inf)[i % 3]  # one in every tensor
+    model = GPT2Model.from_arrays(gpt2_rt, cfg, params, m, v)
+    want = sum(int((~np.isfinite(a)).sum()) for g in groups.values() for a in g.values())
+    got = float(gpt2_rt.numpy(gpt2_rt.entry("nonfinite_count", model.state))[0])
+    assert got == want == (0 if where == "none" else len(params))
+    assert model.finite() == (where == "none")
