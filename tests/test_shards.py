@@ -269,3 +269,55 @@ def test_a_missing_input_after_the_bpe_sample_is_one_line(tmp_path):
             "bpe", "--vocab-size", 300, "--bpe-sample-mb", 0.001)
     assert_one_line_error(r, "cannot read input", "missing.txt")
     assert not list((tmp_path / "o").glob("*.bin"))
+
+
+# --------------------------------------------------------------------------- issue 34
+
+def _llmc_bytes(tokens, version=1):
+    """llm.c's write_datafile layout, made here with struct."""
+    fmt = "<H" if version == 1 else "<I"
+    return struct.pack("<256i", 20240520, version, len(tokens), *[0] * 253) + \
+        b"".join(struct.pack(fmt, int(t)) for t in tokens)
+
+
+def test_a_name_holding_train_keeps_its_splits_apart(tmp_path):
+    """`prepare shakespeare_train.txt`: the val shards are not read as train shards."""
+    src = tmp_path / "shakespeare_train.txt"
+    src.write_bytes(SHAKESPEARE.read_bytes())
+    r = run("prepare", src, "--out", tmp_path / "leak")
+    assert r.exit_code == 0, r.output
+    _, train, val = nanogpt_char(SHAKESPEARE.read_text(encoding="utf-8"))
+    data = shards.load_tokens(tmp_path / "leak", 64)
+    assert (len(data.train), len(data.val)) == (len(train), len(val))
+    assert np.array_equal(data.val[np.arange(len(val))], val)
+
+
+def test_llmc_shard_names_are_matched_exactly(tmp_path):
+    """{name}_{split}_{index:06d}.bin (fineweb.py) and {name}_{split}.bin
+    (tinyshakespeare.py) are read; other .bin files are not shards; two names are refused."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "tiny_shakespeare_val.bin").write_bytes(_llmc_bytes([1, 2, 3]))
+    (d / "tiny_shakespeare_train.bin").write_bytes(_llmc_bytes([4, 5, 6, 7]))
+    (d / "notes_train_x.bin").write_bytes(b"not a shard")
+    (d / "tiny_shakespeare_train_1.bin").write_bytes(b"not a shard either")
+    train, val, fmt = shards.find_splits(d)
+    assert ([p.name for p in train], [p.name for p in val], fmt) == (
+        ["tiny_shakespeare_train.bin"], ["tiny_shakespeare_val.bin"], "llm.c")
+    (d / "other_train_000000.bin").write_bytes(_llmc_bytes([1, 2]))
+    with pytest.raises(DataError, match="shards of 2 names .'other', 'tiny_shakespeare'."):
+        shards.find_splits(d)
+    r = run("train", "--arch", "gpt2", "--data-format", "tokens", "--data", d, "--steps", 1)
+    assert_one_line_error(r, "2 names")
+
+
+def test_a_block_size_longer_than_the_shards_is_a_usage_error(tmp_path):
+    """Exit status 2 on tokens as on text (README: usage errors exit 2)."""
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:2000])
+    assert run("prepare", src, "--out", tmp_path / "o").exit_code == 0
+    for fmt, data in (("tokens", tmp_path / "o"), ("text", src)):
+        r = run("train", "--arch", "gpt2", "--data-format", fmt, "--data", data,
+                "--block-size", 1900, "--steps", 1)
+        assert_one_line_error(r, "--block-size 1900")
+        assert r.exit_code == 2, fmt
