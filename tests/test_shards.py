@@ -321,3 +321,21 @@ def test_a_block_size_longer_than_the_shards_is_a_usage_error(tmp_path):
                 "--block-size", 1900, "--steps", 1)
         assert_one_line_error(r, "--block-size 1900")
         assert r.exit_code == 2, fmt
+
+
+def test_train_2_to_1_into_a_closed_pipe_exits_141(tmp_path):
+    """`train ... 2>&1 | head -3`: stderr is the closed pipe too; the run saves and exits
+    with SIGPIPE's status (click would say 1)."""
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20_000])
+    assert run("prepare", src, "--out", tmp_path / "o").exit_code == 0
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "train", "--arch", "gpt2",
+                          "--data-format", "tokens", "--data", str(tmp_path / "o"), "--steps",
+                          "100000", "--n-embd", "8", "--n-head", "2", "--block-size", "16",
+                          "--eval-every", "1", "--backend", "c", "--out",
+                          str(tmp_path / "m.safetensors")], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    lines = [p.stdout.readline() for _ in range(3)]
+    p.stdout.close()  # head -3 is done
+    assert p.wait(timeout=300) == 141, lines
+    assert (tmp_path / "m.safetensors").is_file()

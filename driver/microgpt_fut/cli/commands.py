@@ -39,8 +39,8 @@ from .sample_output import print_samples
 from ..data.tokenizer import load_tokenizer, train_bpe
 from ..training.lines import Training, TrainSettings, iter_names
 from .common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
-                         exit_with, first_line, lock_out, ranks_here, runtime, say_line,
-                         train_and_save, user_errors)
+                     exit_with, first_line, lock_out, ranks_here, runtime, saved_step,
+                     say_line, train_and_save, user_errors)
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Integer options: the kernels take 64-bit integers, so larger values are refused by
@@ -483,7 +483,7 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     last = min(100, run.num_steps)
     say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
     say(f"saved {out}")
-    exit_if_stdout_closed(ctx, out, run)
+    exit_if_stdout_closed(ctx, saved_step(run, out))
     with user_errors():
         print_samples(iter_names(run.model, run.vocab, samples, temperature, settings.seed),
                       samples, "names", header=not quiet)
@@ -652,7 +652,8 @@ def export_hf(checkpoint, folder, overwrite):
                    "hellaswag_val.jsonl.")
 @_backend_opt
 @_device_opt
-def eval_command(checkpoint, choices_file, backend, device):
+@click.pass_context
+def eval_command(ctx, checkpoint, choices_file, backend, device):
     """Multiple-choice accuracy as the seed's hellaswag.py: each ending is scored by the
     loss of its tokens after the context; acc picks the lowest summed loss, acc_norm
     the lowest mean loss per token."""
@@ -663,13 +664,18 @@ def eval_command(checkpoint, choices_file, backend, device):
     if ck.data_format == "lines":
         raise bad_option(f"--checkpoint {str(checkpoint)!r} is a names model; eval scores "
                           "text models")
+    tok = ck.text_tokenizer()
+    with user_errors():  # every example, before the backend starts
+        choices.check_fits(examples, tok, ck.config.block_size,
+                           f"--choices {str(choices_file)!r}")
     family = family_of(ck.config)
     rt = runtime(backend, device, quiet=False, program=family.program)
     with user_errors():
         model = family.model(rt, ck.config, 0, params=ck.params, step=ck.step)
-        s = choices.evaluate(examples, ck.text_tokenizer(), lambda t: family.logits(model, t),
+        s = choices.evaluate(examples, tok, lambda t: family.logits(model, t),
                              ck.config.block_size)
-    click.echo(f"{len(examples)} examples: acc {s.acc:.4f}, acc_norm {s.acc_norm:.4f}")
+    say_line(f"{len(examples)} examples: acc {s.acc:.4f}, acc_norm {s.acc_norm:.4f}")
+    exit_if_stdout_closed(ctx, f"scored {len(examples)} examples")
 
 
 @main.command("prepare")

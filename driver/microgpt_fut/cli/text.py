@@ -22,7 +22,7 @@ from ..training import hf
 from ..training import resume as resume_rules
 from ..training import curves
 from .common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
-                         lock_out, ranks_here, runtime, train_and_save, user_errors)
+                         lock_out, ranks_here, runtime, saved_step, train_and_save, user_errors)
 from ..training.loop import mean_loss
 from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
 from ..interrupt import stdout_closed
@@ -230,7 +230,7 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
         say(f"final: {_eval_line(*run.evals[-1])}")
     csv_path, png_path = curves.paths(out)
     say(f"saved {out}, {csv_path.name}, {png_path.name}")
-    exit_if_stdout_closed(ctx, out, run)
+    exit_if_stdout_closed(ctx, saved_step(run, out))
     n = o["samples"] if o["samples"] is not None else 1
     temperature = o["temperature"] if o["temperature"] is not None else 0.8
     with user_errors():
