@@ -339,3 +339,24 @@ def test_train_2_to_1_into_a_closed_pipe_exits_141(tmp_path):
     p.stdout.close()  # head -3 is done
     assert p.wait(timeout=300) == 141, lines
     assert (tmp_path / "m.safetensors").is_file()
+
+
+def test_help_and_messages_name_what_they_mean(tmp_path):
+    """train --help: --data for each format, --vocab-size's least value, options that
+    token runs read not labelled text-only; prepare --help: uint32 shards; a one-character
+    text names its file; microgpt's --eval-iters on lines names tokens runs too."""
+    out = run("train", "--help").output
+    flat = " ".join(out.split())
+    assert "tokens: a folder of token shards" in flat and "at least 257" in flat
+    for opt in ("--eval-iters INTEGER", "--grad-accum INTEGER", "--min-lr FLOAT",
+                "--eval-choices FILE"):
+        assert flat.split(f"{opt} ", 1)[1].startswith("text, tokens:"), opt
+    assert "else uint32" in " ".join(run("prepare", "--help").output.split())
+    one = tmp_path / "one.txt"
+    one.write_text("a" * 100)
+    r = run("train", "--arch", "microgpt", "--data-format", "text", "--data", one, "--steps", 1,
+            "--block-size", 4)
+    assert_one_line_error(r, str(one), "1 token")
+    r = run("train", "--arch", "microgpt", "--eval-iters", 3, "--steps", 1)
+    assert_one_line_error(r, "--eval-iters", "text and tokens")
+

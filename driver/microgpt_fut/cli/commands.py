@@ -247,7 +247,9 @@ about 1e-6)."""
 
 @main.command(epilog=_RESUME_HELP)
 @click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="Text file, one document per line. Default: built-in US first names.")
+              help="lines: a text file, one document per line (default: built-in US first "
+                   "names); text: a text file, one token stream; tokens: a folder of token "
+                   "shards (`prepare`).")
 @click.option("--encoding", default="utf-8", show_default=True, help="Text encoding of --data.")
 @_backend_opt
 @_device_opt
@@ -294,28 +296,29 @@ about 1e-6)."""
                    "training text, see --vocab-size), or a tokenizer.json, vocab.json (beside "
                    "merges.txt) or a folder holding them.  [default: char]")
 @click.option("--vocab-size", type=_INT, default=None, callback=_check_positive,
-              help="text, --tokenizer bpe: the BPE's vocabulary (257 bytes and merges and "
-                   "<|endoftext|>; GPT-2 has 50257).")
+              help="text, --tokenizer bpe: the BPE's vocabulary, at least 257 (256 bytes, "
+                   "then merges, then <|endoftext|>; GPT-2 has 50257).")
 @click.option("--grad-accum", type=_INT, default=1, show_default=True, callback=_check_positive,
-              help="text: micro-batches of --batch-size accumulated per step.")
+              help="text, tokens: micro-batches of --batch-size accumulated per step.")
 @click.option("--min-lr", type=float, default=None,
-              help="text: learning rate at the end of the cosine decay.  [default: lr/10]")
+              help="text, tokens: learning rate at the end of the cosine decay.  [default: lr/10]")
 @click.option("--warmup-steps", type=click.IntRange(0, _INT_MAX), default=None,
-              help="text: steps of linear warm-up.  [default: min(100, steps/10)]")
+              help="text, tokens: steps of linear warm-up.  [default: min(100, steps/10)]")
 @click.option("--lr-decay-steps", type=_INT, default=None,
-              help="text: step where the cosine decay reaches --min-lr.  [default: --steps]")
-@click.option("--beta1", type=float, default=None, help="text: AdamW beta1.  [default: 0.9]")
-@click.option("--beta2", type=float, default=None, help="text: AdamW beta2.  [default: 0.95]")
+              help="text, tokens: step where the cosine decay reaches --min-lr.  [default: --steps]")
+@click.option("--beta1", type=float, default=None,
+              help="text, tokens: AdamW beta1.  [default: 0.9]")
+@click.option("--beta2", type=float, default=None, help="text, tokens: AdamW beta2.  [default: 0.95]")
 @click.option("--weight-decay", type=float, default=None,
-              help="text: AdamW weight decay of the >= 2-D tensors.  [default: 0.1]")
+              help="text, tokens: AdamW weight decay of the >= 2-D tensors.  [default: 0.1]")
 @click.option("--grad-clip", type=float, default=None,
-              help="text: clip the gradient to this global norm (0: off).  [default: 1.0]")
+              help="text, tokens: clip the gradient to this global norm (0: off).  [default: 1.0]")
 @click.option("--eval-every", type=_INT, default=None, callback=_check_positive,
-              help="text: evaluate both splits every N steps (and at the end).  [default: 250]")
+              help="text, tokens: evaluate both splits every N steps (and at the end).  [default: 250]")
 @click.option("--eval-iters", type=_INT, default=None, callback=_check_positive,
-              help="text: batches per split and evaluation.  [default: 20]")
+              help="text, tokens: batches per split and evaluation.  [default: 20]")
 @click.option("--eval-choices", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="text: also score these multiple-choice questions (HellaSwag's jsonl, as "
+              help="text, tokens: also score these multiple-choice questions (HellaSwag's jsonl, as "
                    "`eval --choices`) at each evaluation: acc and acc_norm in its line, the "
                    "CSV and the plot.  [default with --resume: the run's]")
 @click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
@@ -390,9 +393,8 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
             continue
         if name in given and given[name] != ctx.command.params[_param_index(ctx, name)].default:
             raise bad_option(f"{_opt_name(name)} applies to "
-                             + ("--data-format text runs" if arch == "microgpt" else
-                                "--data-format text and tokens runs (a run on lines has no "
-                                "evaluations and one batch a step)"))
+                             + "--data-format text and tokens runs (a run on lines has no "
+                               "evaluations and one batch a step)")
     samples = 20 if samples is None else samples
     temperature = 0.5 if temperature is None else temperature
     ck = None
@@ -691,7 +693,9 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
 @click.option("--bpe-sample-mb", type=click.FloatRange(0, min_open=True), default=10.0,
               show_default=True, help="--tokenizer bpe: MB of the inputs the BPE learns from.")
 @click.option("--shard-tokens", type=click.IntRange(1, _INT_MAX), default=100_000_000,
-              show_default=True, help="Tokens per shard (llm.c's .bin: uint16 tokens).")
+              show_default=True,
+              help="Tokens per shard (llm.c's .bin: uint16 tokens up to a vocabulary of "
+                   "65,536, else uint32).")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
               show_default=True, help="The last fraction of all tokens held out for validation "
                                       "(ignored with --val).")

@@ -172,6 +172,10 @@ def train(ctx, o: dict, given: dict, say, quiet: bool, world=None) -> None:
             sizes = (data.vocab.size, o["n_embd"], o["n_head"], o["n_layer"], o["block_size"],
                      o["mlp_width"])
             config = GPT2Config(*sizes, o["bias"]) if arch == "gpt2" else GPTConfig(*sizes)
+            if config.vocab_size < config.min_vocab:
+                raise DataError(f"--data {str(data_path)!r}: its tokenizer has "
+                                f"{config.vocab_size} token(s); a model needs at least "
+                                f"{config.min_vocab} (give a text of more characters)")
         config.validate()
     check_memory(config, o["backend"], rt, settings.batch_size, settings.steps_per_call,
                  0 if fmt == "tokens" else data.n_tokens, settings.grad_accum,
