@@ -15,6 +15,7 @@ import json
 import math
 import os
 import shlex
+import signal
 import time
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from ..training.family import FAMILIES, family_of
 from ..models.gpt2 import GPT2Config
 from ..models.microgpt import GPTConfig
 from ..parallel.mpi_world import World, launched
+from ..interrupt import stop_on_signals
 from ..backend.runtime import BACKENDS, build_dir, built_backends, opencl_devices
 from .sample_output import print_samples
 from ..data.tokenizer import load_tokenizer, train_bpe
@@ -305,22 +307,26 @@ about 1e-6)."""
 @click.option("--warmup-steps", type=click.IntRange(0, _INT_MAX), default=None,
               help="text, tokens: steps of linear warm-up.  [default: min(100, steps/10)]")
 @click.option("--lr-decay-steps", type=_INT, default=None,
-              help="text, tokens: step where the cosine decay reaches --min-lr.  [default: --steps]")
+              help="text, tokens: step where the cosine decay reaches --min-lr.  "
+                   "[default: --steps]")
 @click.option("--beta1", type=float, default=None,
               help="text, tokens: AdamW beta1.  [default: 0.9]")
-@click.option("--beta2", type=float, default=None, help="text, tokens: AdamW beta2.  [default: 0.95]")
+@click.option("--beta2", type=float, default=None,
+              help="text, tokens: AdamW beta2.  [default: 0.95]")
 @click.option("--weight-decay", type=float, default=None,
               help="text, tokens: AdamW weight decay of the >= 2-D tensors.  [default: 0.1]")
 @click.option("--grad-clip", type=float, default=None,
-              help="text, tokens: clip the gradient to this global norm (0: off).  [default: 1.0]")
+              help="text, tokens: clip the gradient to this global norm (0: off).  "
+                   "[default: 1.0]")
 @click.option("--eval-every", type=_INT, default=None, callback=_check_positive,
-              help="text, tokens: evaluate both splits every N steps (and at the end).  [default: 250]")
+              help="text, tokens: evaluate both splits every N steps (and at the end).  "
+                   "[default: 250]")
 @click.option("--eval-iters", type=_INT, default=None, callback=_check_positive,
               help="text, tokens: batches per split and evaluation.  [default: 20]")
 @click.option("--eval-choices", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="text, tokens: also score these multiple-choice questions (HellaSwag's jsonl, as "
-                   "`eval --choices`) at each evaluation: acc and acc_norm in its line, the "
-                   "CSV and the plot.  [default with --resume: the run's]")
+              help="text, tokens: also score these multiple-choice questions (HellaSwag's "
+                   "jsonl, as `eval --choices`) at each evaluation: acc and acc_norm in its "
+                   "line, the CSV and the plot.  [default with --resume: the run's]")
 @click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=_load_config,
               help="TOML file of option values (e.g. weight_decay = 0.1), each of its option's "
@@ -705,50 +711,91 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
 @click.option("--name", default=None,
               help="The shards' name: NAME_train_000000.bin.  [default: the first input's stem]")
 @click.option("--overwrite", is_flag=True, help="Replace the shards that --out holds.")
-def prepare_command(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens,
+@click.pass_context
+def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens,
                     val_fraction, val_inputs, name, overwrite):
     """Tokenize text INPUTS (any size, streamed) into llm.c token shards in --out, for
     `train --data-format tokens --data DIR`: NAME_train_*.bin, NAME_val_*.bin and
-    tokenizer.json. Every input is one document."""
+    tokenizer.json. Every input is one document. The set is written beside the old one
+    and moved into place at the end: a failure, Ctrl-C or SIGTERM leaves --out as it
+    was."""
     P = preparation
+    inputs, val_inputs = list(inputs), list(val_inputs)
     with user_errors():
         if (tokenizer == "bpe") != (vocab_size is not None):
             raise bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"
                               else "--tokenizer bpe needs --vocab-size N (e.g. 512)")
-        if tokenizer == "char":
-            tok = P.char_vocab(list(inputs))
-        elif tokenizer == "bpe":
-            limit = int(bpe_sample_mb * 1e6)
-            sample = P.text_sample(list(inputs), limit)
-            n = len(sample.encode("utf-8"))
-            size = sum(p.stat().st_size for p in inputs if p.is_file())  # bad ones: prepare says
-            click.echo(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
-                       f"bytes" + (" (all of them)" if n >= size else
-                                   f" of {size:,} (--bpe-sample-mb {bpe_sample_mb:g})"))
-            tok = train_bpe(sample, vocab_size)
-        else:
-            tok = load_tokenizer(tokenizer)
-        total = sum(p.stat().st_size for p in [*inputs, *val_inputs] if p.is_file())
-        bar = tqdm(total=total, unit="B", unit_scale=True, disable=None, leave=False,
-                   desc="tokenizing")
-        seen = {"tokens": 0, "t0": time.perf_counter()}
-
-        def progress(n_bytes, n_tokens):
-            seen["tokens"] += n_tokens
-            bar.update(n_bytes)
-            rate = seen["tokens"] / max(time.perf_counter() - seen["t0"], 1e-9)
-            bar.set_postfix_str(f"{rate:,.0f} tok/s", refresh=False)
-
+        name = name or Path(inputs[0]).stem
+        P.check_name(name)
+        P.check_out_folder(out)
+        try:  # the lock lies beside --out (as train's beside its checkpoint)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            lock_out(ctx, Path(os.path.abspath(out)))
+        except OSError as e:
+            raise P.out_error(out, e) from None
+    with stop_on_signals() as stop, user_errors():
+        # a closed stdout (SIGPIPE) does not stop prepare: its work is kept, then 141
+        stopping = lambda: stop() and stop.signum != signal.SIGPIPE  # noqa: E731
         try:
-            done = P.prepare(list(inputs), out, tok, name=name or Path(inputs[0]).stem,
-                             shard_tokens=shard_tokens, val_fraction=val_fraction,
-                             val_inputs=list(val_inputs), overwrite=overwrite,
-                             progress=progress)
-        finally:
-            bar.close()
-    click.echo(f"wrote {out}: {done.train_tokens:,} train tokens in {len(done.train)} "
-               f"shard(s), {done.val_tokens:,} val tokens in {len(done.val)}, tokenizer.json "
-               f"(vocab_size {tok.size})")
+            done, tok = _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens,
+                                 val_fraction, val_inputs, name, overwrite, stopping,
+                                 stop.cleanups)
+        except preparation.Stopped:
+            how = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {stop.name}"
+            raise exit_with(128 + stop.signum, f"{how}: --out {str(out)!r} is as it was "
+                            "(nothing written)") from None
+        say_line(f"wrote {out}: {done.train_tokens:,} train tokens in {len(done.train)} "
+                 f"shard(s), {done.val_tokens:,} val tokens in {len(done.val)}, tokenizer.json "
+                 f"(vocab_size {tok.size})")
+    exit_if_stdout_closed(ctx, f"wrote {str(out)!r}")
+
+
+def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, val_fraction,
+             val_inputs, name, overwrite, should_stop, cleanups):
+    """prepare's work after its checks and lock: the tokenizer, then prepare.prepare with
+    a progress bar on stderr; (Prepared, tokenizer). Raises prepare.Stopped when
+    should_stop() turns true, DataError as prepare.prepare."""
+    P = preparation
+    if tokenizer in ("char", "bpe"):
+        P.check_rereadable(inputs + val_inputs, f"--tokenizer {tokenizer}")
+    learned = 0
+    if tokenizer == "char":
+        tok = P.char_vocab(inputs + val_inputs, should_stop)
+    elif tokenizer == "bpe":
+        # the train split only: the inputs, of which --val-fraction's end validates
+        size = sum(p.stat().st_size for p in inputs if p.is_file())  # bad ones: prepare says
+        limit = int(bpe_sample_mb * 1e6)
+        if not val_inputs:  # the split is in tokens, found later: a margin (checked)
+            limit = min(limit, int(size * (1 - val_fraction) * P.TRAIN_MARGIN))
+        sample = P.text_sample(inputs, limit)
+        n = sum(len(t.encode("utf-8")) for t in sample)
+        say_line(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
+                 f"bytes" + (" (all of them)" if n >= size else
+                             f" of {size:,} (--bpe-sample-mb {bpe_sample_mb:g}"
+                             + ("" if val_inputs else f", --val-fraction {val_fraction:g}")
+                             + ")"))
+        tok = train_bpe(sample, vocab_size)
+        learned = 0 if val_inputs else P.sample_tokens(tok, sample)
+    else:
+        tok = load_tokenizer(tokenizer)
+    total = sum(p.stat().st_size for p in [*inputs, *val_inputs] if p.is_file())
+    bar = tqdm(total=total, unit="B", unit_scale=True, disable=None, leave=False,
+               desc="tokenizing")
+    seen = {"tokens": 0, "t0": time.perf_counter()}
+
+    def progress(n_bytes, n_tokens):
+        seen["tokens"] += n_tokens
+        bar.update(n_bytes)
+        rate = seen["tokens"] / max(time.perf_counter() - seen["t0"], 1e-9)
+        bar.set_postfix_str(f"{rate:,.0f} tok/s", refresh=False)
+
+    try:
+        return P.prepare(inputs, out, tok, name=name, shard_tokens=shard_tokens,
+                         val_fraction=val_fraction, val_inputs=val_inputs, overwrite=overwrite,
+                         progress=progress, learned_tokens=learned, should_stop=should_stop,
+                         cleanups=cleanups), tok
+    finally:
+        bar.close()
 
 
 @main.command()
