@@ -36,6 +36,7 @@ from ..models.gpt2 import GPT2Config
 from ..models.microgpt import GPTConfig
 from ..parallel.mpi_world import World, launched
 from ..interrupt import stop_on_signals
+from ..training.loop import lock_path
 from ..backend.runtime import BACKENDS, build_dir, built_backends, opencl_devices
 from .sample_output import print_samples
 from ..data.tokenizer import load_tokenizer, train_bpe
@@ -728,12 +729,17 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
         name = name or Path(inputs[0]).stem
         P.check_name(name)
         P.check_out_folder(out)
+        lock = Path(os.path.abspath(out))
         try:  # the lock lies beside --out (as train's beside its checkpoint)
             out.parent.mkdir(parents=True, exist_ok=True)
-            lock_out(ctx, Path(os.path.abspath(out)))
+            lock_out(ctx, lock)
         except OSError as e:
             raise P.out_error(out, e) from None
     with stop_on_signals() as stop, user_errors():
+        # a second signal ends the process at once: the unfinished set goes (prepare's
+        # cleanup), and the lock file, as train's
+        stop.on_second = lambda: f"interrupted twice: --out {str(out)!r} is as it was"
+        stop.cleanups.append(lambda: lock_path(lock).unlink(missing_ok=True))
         # a closed stdout (SIGPIPE) does not stop prepare: its work is kept, then 141
         stopping = lambda: stop() and stop.signum != signal.SIGPIPE  # noqa: E731
         try:
