@@ -641,7 +641,9 @@ def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_
 @main.command("export-hf")
 @click.argument("checkpoint", type=click.Path(path_type=Path))
 @click.argument("folder", type=click.Path(path_type=Path))
-@click.option("--overwrite", is_flag=True, help="Replace FOLDER when it is not empty.")
+@click.option("--overwrite", is_flag=True,
+              help="Write into a FOLDER that is not empty: the files an export writes are "
+                   "replaced, every other file and folder stays.")
 def export_hf(checkpoint, folder, overwrite):
     """Write the GPT-2 text CHECKPOINT as a Hugging Face folder FOLDER (config.json,
     model.safetensors, tokenizer files), which transformers' GPT2LMHeadModel and
