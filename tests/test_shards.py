@@ -493,6 +493,19 @@ def test_a_signal_during_an_overwrite_leaves_the_old_set_exactly(tmp_path, sig, 
     assert signal.SIGINT == 2 and signal.SIGTERM == 15
 
 
+def test_a_killed_prepares_hidden_folder_is_removed_by_the_next(tmp_path):
+    """kill -9 leaves the hidden folder of the unfinished set; the next prepare into that
+    --out (holding the lock, so no other run writes it) removes it."""
+    out = tmp_path / "o"
+    (out / ".prepare-x1y2").mkdir(parents=True)
+    (out / ".prepare-x1y2" / "train.tokens").write_bytes(b"\0" * 1000)
+    src = tmp_path / "in.txt"
+    src.write_text("hello\n" * 100)
+    assert run("prepare", src, "--out", out).exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["in_train_000000.bin", "in_val_000000.bin",
+                                                      "tokenizer.json"]
+
+
 def test_two_prepares_into_one_out_the_second_is_refused(tmp_path):
     out = tmp_path / "o"
     p, writer = _fifo_prepare(tmp_path, out)

@@ -737,6 +737,7 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
             lock_out(ctx, lock)
         except OSError as e:
             raise P.out_error(out, e) from None
+        P.remove_stale(out)  # a killed run's (kill -9): no other holds the lock now
     with stop_on_signals() as stop, user_errors():
         # a second signal ends the process at once: the unfinished set goes (prepare's
         # cleanup), and the lock file, as train's
