@@ -1,14 +1,20 @@
-"""pocl 3.1's whole-array reduction bug, and the Runtime's workaround for it.
+"""pocl 3.1's miscompiles, and the Runtime's workaround for them.
 
 Without the workaround a second call of a reducing entry point returns the first
 call's result (pocl drops the reset of Futhark's work-group counter). The Runtime
-applies a workaround on pocl (see runtime.py); these tests check that it fixes the
-bug, that the bug is still there without it (so the first test would catch a removed
-or broken workaround), and that the Runtime's one-line note appears only when not quiet.
+builds exactly the kernels with such a counter unoptimised, and the others by the
+work-group method "loops" (runtime.py); these tests check which kernels it marks,
+that it fixes the bug, that the bug is still there without it (so the fresh-sum test
+would catch a removed or broken workaround), and that the Runtime's one-line note
+appears only when not quiet. That the optimised kernels compute right on every call
+is shown by every opencl test (test_kernels: 20 training steps equal to c's, fresh
+losses at every call, gradients against finite differences).
 """
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,7 +25,9 @@ import pytest
 
 from conftest import get_runtime
 from microgpt_fut.backend import runtime as runtime_mod
-from microgpt_fut.backend.runtime import Runtime, built_backends, opencl_devices
+from microgpt_fut.backend.runtime import (PROGRAMS, Runtime, built_backends, import_module,
+                                          library_name, module_path, opencl_devices,
+                                          pocl_program)
 
 A = np.arange(1, 100_001, dtype=np.int64)            # sum 5_000_050_000
 B = np.arange(1, 100_001, dtype=np.int64)[::-1] * 3  # sum 15_000_150_000
@@ -61,6 +69,57 @@ def pocl_runtime() -> Runtime:
 def sum_i64(rt: Runtime, xs: np.ndarray) -> int:
     """The sum_i64 entry point: xs int64 [n] -> int."""
     return int(rt.numpy(rt.entry("sum_i64", xs))[0])
+
+
+def opencl_program(program: str) -> str:
+    """The OpenCL program text embedded in ``program``'s opencl library."""
+    target = library_name("opencl", program)
+    path = module_path(target)
+    if path is None:
+        pytest.fail(f"{target} not built: run `./build.sh all` first", pytrace=False)
+    mod = import_module(target, path)
+    cfg = mod.lib.futhark_context_config_new()
+    try:
+        return mod.ffi.string(mod.lib.futhark_context_config_get_program(cfg)).decode()
+    finally:
+        mod.lib.futhark_context_config_free(cfg)
+
+
+def kernels(source: str) -> dict[str, str]:
+    """Each kernel's name and text (from its `void NAME(` line to the next kernel's)."""
+    heads = list(re.finditer(r"^FUTHARK_KERNEL(?:_SIZED\([^)]*\))?\n(.*?)void (\w+)\(",
+                             source, re.M | re.S))
+    ends = [h.start() for h in heads[1:]] + [len(source)]
+    return {h.group(2): source[h.start():end] for h, end in zip(heads, ends)}
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_pocl_program_marks_exactly_the_counter_kernels(program):
+    """pocl_program marks optnone every kernel whose last block resets a block counter
+    (an atomic add to counters_mem, the pattern pocl miscompiles), and no other kernel;
+    the rest of the program is unchanged and its first line names the work-group method."""
+    source = opencl_program(program)
+    edited, marked = pocl_program(source)
+    before, after = kernels(source), kernels(edited)
+    counter = {n for n, text in before.items()
+               if re.search(r"atomic_add_i32_global\(&\(\(volatile __global int \*\) "
+                            r"counters_mem_\d+\)", text)}
+    assert counter and len(counter) < len(before) / 2, (len(counter), len(before))
+    assert set(marked) == counter and len(marked) == len(counter)
+    assert after.keys() == before.keys()
+    for name, text in after.items():
+        assert text.count("__attribute__((optnone))") == (name in counter), name
+    first, rest = edited.split("\n", 1)
+    assert first == "// built with POCL_WORK_GROUP_METHOD=loops"
+    assert rest.replace("__attribute__((optnone)) ", "") == source
+
+
+def test_pocl_runtime_sets_program_and_work_group_method():
+    """The pocl Runtime's context was given pocl_program's program (the marked kernels
+    are the library's counter kernels) and pocl reads the work-group method "loops"."""
+    rt = pocl_runtime()
+    assert rt.pocl_unoptimised == pocl_program(opencl_program("microgpt"))[1]
+    assert os.environ.get("POCL_WORK_GROUP_METHOD") == "loops"
 
 
 def test_sum_i64_fresh_on_pocl_with_workaround():
