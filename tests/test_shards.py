@@ -17,7 +17,7 @@ from cli_helpers import assert_one_line_error
 from conftest import DATA_DIR
 from microgpt_fut.data import shards
 from microgpt_fut.cli.commands import main
-from microgpt_fut.data.lines import DataError
+from microgpt_fut.errors import DataError
 from microgpt_fut.data.prepare import char_vocab, prepare
 from microgpt_fut.data.text import load_text
 from microgpt_fut.data.tokenizer import train_bpe

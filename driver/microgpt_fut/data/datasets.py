@@ -21,7 +21,6 @@ import numpy as np
 
 from .lines import DataInfo, Vocab, batch_indices, shuffled
 from .text import TextData
-from .tokenizer import CharVocab
 
 
 class Lines:
@@ -106,19 +105,15 @@ class Stream:
 
     def train_entries(self, step: int, settings, description: str = "") -> dict:
         """The checkpoint's data entries: description, absolute path, sha256 (of the file,
-        or shards.py's digest of the shard set), its length and encoding, val_fraction."""
-        d = self.data
-        return {"data": description or d.path, "data_path": str(Path(d.path).resolve()),
-                "data_sha256": d.sha256, "n_chars": d.n_chars, "encoding": d.encoding,
+        or shards.py's digest of the shard set), its length and encoding, val_fraction,
+        and the settings that only a stream reads (grad_accum, eval_every, eval_iters)."""
+        d, s = self.data, settings
+        return {"grad_accum": s.grad_accum, "eval_every": s.eval_every,
+                "eval_iters": s.eval_iters, "data": description or d.path,
+                "data_path": str(Path(d.path).resolve()), "data_sha256": d.sha256, "n_chars": d.n_chars, "encoding": d.encoding,
                 "val_fraction": float(d.val_fraction)}
 
     def checkpoint_vocab(self):
         """(the checkpoint's ``vocab`` list, its tokenizer): a character vocabulary is
         stored as the list by checkpoint.save, any other tokenizer as its JSON."""
         return [], self.data.vocab
-
-
-def char_vocab_of(dataset) -> CharVocab | None:
-    """The dataset's character vocabulary, or None for another tokenizer."""
-    v = dataset.vocab
-    return v if isinstance(v, CharVocab) else None

@@ -21,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .lines import DataError
+from ..errors import DataError
 from .shards import DTYPES, ShardWriter, version_for
 from .tokenizer import CharVocab, Tokenizer
 

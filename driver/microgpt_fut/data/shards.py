@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .lines import DataError
+from ..errors import DataError
 from .text import TextData
 from .tokenizer import CharVocab, Tokenizer, find_tokenizer_files, load_tokenizer
 

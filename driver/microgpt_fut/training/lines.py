@@ -12,10 +12,8 @@ computes exactly what the uninterrupted run would have.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -23,64 +21,16 @@ from .checkpoint import Checkpoint
 from ..data.lines import DataInfo, Vocab, docs_sha256
 from ..data.datasets import Lines
 from ..parallel.exchange import Exchange
-from .family import Adam, family_of
+from .family import family_of
 from ..models.microgpt import GPTConfig, Model
 from ..pacing import CallPacer
 from .run import Diverged, Progress, Run  # noqa: F401  (Diverged: its callers catch it here)
+from .settings import Settings
 from ..backend.runtime import Runtime
 
-SAMPLE_CHUNK = 4096  # samples per device call in generate_names
 
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """Optimisation settings; defaults are microgpt's (steps_per_call, threads are ours).
-
-    threads > 1 (c backend only) trains each step's batch in shards on that many
-    threads (data_parallel.DataParallelModel), at most one per document of the batch;
-    1 keeps the whole run on the device (unless MPI ranks share the batch:
-    ``Training.start``'s exchange).
-    """
-
-    num_steps: int = 1000
-    batch_size: int = 1
-    lr: float = 0.01
-    beta1: float = 0.85
-    beta2: float = 0.99
-    eps: float = 1e-8
-    seed: int = 42
-    steps_per_call: int = 50
-    threads: int = 1
-
-    grad_accum = 1  # microgpt's recipe: one batch a step
-
-    @property
-    def optimizer(self) -> Adam:
-        """The run's optimiser: microgpt's Adam (family.Adam)."""
-        return Adam(self.lr, self.beta1, self.beta2, self.eps)
-
-    def to_train(self) -> dict:
-        """The checkpoint's ``train`` entries of these settings (the data's are the
-        dataset's)."""
-        return {"num_steps": self.num_steps, "lr": float(self.lr), "beta1": float(self.beta1),
-                "beta2": float(self.beta2), "eps": float(self.eps), "seed": self.seed,
-                "batch_size": self.batch_size}
-
-    @property
-    def contexts(self) -> int:
-        """Kernel contexts a step is split over: threads, but no more than the batch's rows
-        (with one, the whole run stays on the device and steps_per_call steps are fused)."""
-        return min(self.threads, self.batch_size)
-
-    def validate(self) -> None:
-        """Raise ValueError naming the option when a setting is unusable."""
-        for name in ("num_steps", "batch_size", "steps_per_call", "threads"):
-            if getattr(self, name) < 1:
-                opt = "--steps" if name == "num_steps" else f"--{name.replace('_', '-')}"
-                raise ValueError(f"{opt} must be at least 1, got {getattr(self, name)}")
-        self.optimizer.validate()
-        if not 0 <= self.seed < 2**63:
-            raise ValueError(f"--seed must be in [0, 2**63), got {self.seed}")
+# bench/worker.py's name for the one Settings class (its defaults are microgpt's job)
+TrainSettings = Settings
 
 
 class Training(Run):
@@ -166,7 +116,7 @@ class TrainResult:
 
     model: Model
     vocab: Vocab
-    settings: TrainSettings
+    settings: Settings
     losses: np.ndarray
     n_docs: int
     n_cut: int
@@ -186,7 +136,7 @@ class TrainResult:
         return ck
 
 
-def train(rt: Runtime, docs: list[str], settings: TrainSettings = TrainSettings(), *,
+def train(rt: Runtime, docs: list[str], settings: Settings = Settings(), *,
           n_embd: int = 16, n_head: int = 4, n_layer: int = 1, block_size: int = 16,
           mlp_width: int | None = None, progress: Progress | None = None,
           report_every: int = 100) -> TrainResult:
@@ -207,36 +157,3 @@ def train(rt: Runtime, docs: list[str], settings: TrainSettings = TrainSettings(
     t.run(progress=progress, report_every=report_every)
     return TrainResult(t.model, t.vocab, settings, t.losses, len(docs), t.n_cut, t.positions,
                        time.perf_counter() - start, t)
-
-
-def iter_names(model: Model, vocab: Vocab, n: int, temperature: float, seed: int,
-               chunk: int | None = None) -> Iterator[list[str]]:
-    """n samples (microgpt's inference loop) decoded to strings, a device call's worth
-    at a time: ``chunk`` samples a call, or (None) as many as take about
-    pacing.CALL_SECONDS, at most SAMPLE_CHUNK, so that a printer shows them as they
-    come and Ctrl-C waits little.
-
-    Sample i uses the kernels' RNG stream i under seed, so the samples do not
-    depend on the chunks. temperature 0 is greedy (argmax). Raises ValueError for a
-    negative, NaN or infinite temperature or a negative n.
-    """
-    if n < 0:
-        raise ValueError(f"the number of samples must be at least 0, got {n}")
-    if not (math.isfinite(temperature) and temperature >= 0):
-        raise ValueError(f"--temperature must be a finite number >= 0, got {temperature}")
-    pacer = CallPacer(SAMPLE_CHUNK)
-    first = 0
-    while first < n:
-        k = min(chunk, n - first) if chunk else pacer.next_k(first, n - first)
-        t0 = time.perf_counter()
-        rows = family_of(model.config).names(model, seed, k, temperature, first)
-        pacer.record(k, time.perf_counter() - t0)
-        first += k
-        yield [vocab.decode(r) for r in rows]
-
-
-def generate_names(model: Model, vocab: Vocab, n: int, temperature: float, seed: int,
-                   chunk: int = SAMPLE_CHUNK) -> list[str]:
-    """The samples of ``iter_names`` as one list (``chunk`` samples per device call)."""
-    return [name for part in iter_names(model, vocab, n, temperature, seed, chunk)
-            for name in part]
