@@ -32,15 +32,23 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from . import REPO_ROOT, RESULTS_DIR, DATA_DIR
+from .worker import peak_rss_mb
 
 SUMMARY_COLUMNS = ["backend", "steps", "wall_s", "train_s", "eval_s", "setup_s", "train_tok_s",
                    "final_train_loss", "final_val_loss", "step0_train_loss", "step0_val_loss",
-                   "n_params", "threads", "measured_at", "notes"]
+                   "max_loss_diff", "peak_rss_mb", "n_params", "threads", "measured_at", "notes"]
 EVAL_COLUMNS = ["backend", "step", "train_loss", "val_loss"]
 LOSS_COLUMNS = ["backend", "step", "loss", "grad_norm"]
 THREADED = "c-threads"  # --backends name of c with --threads (the torch baseline's count)
-FILES = {"summary": "recipe.csv", "evals": "recipe_evals.csv", "losses": "recipe_losses.csv",
-         "plot": "recipe_val_loss.png"}
+MODELS = ("shakespeare", "gpt2-124m")  # --model: nanoGPT's recipe, or GPT-2 small fine-tuned
+PREFIX = {"shakespeare": "recipe", "gpt2-124m": "finetune_124m"}
+
+
+def files(model: str) -> dict[str, str]:
+    """The result files of --model: recipe*.csv/png for the recipe, finetune_124m*."""
+    p = PREFIX[model]
+    return {"summary": f"{p}.csv", "evals": f"{p}_evals.csv", "losses": f"{p}_losses.csv",
+            "plot": f"{p}_val_loss.png"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,10 @@ class RecipeSpec:
     steps_per_call: int = 50
     data: str = str(DATA_DIR / "tinyshakespeare.txt")
     threads: int = 1  # our --threads: each step's windows split over this many c contexts
+    # `train --init-from FOLDER`: a Hugging Face GPT-2 folder's sizes and weights, its
+    # positional table cropped to block_size (nanoGPT's crop_block_size)
+    init_from: str = ""
+    data_format: str = "text"  # "tokens": ``data`` is a folder of token shards
 
     def recipe(self):
         from microgpt_fut.models.gpt2 import Recipe
@@ -92,11 +104,29 @@ class RecipeSpec:
     def config(self, vocab_size: int):
         from microgpt_fut.models.gpt2 import GPT2Config
 
+        if self.init_from:
+            from microgpt_fut.training import hf
+
+            return replace(hf.read_config(self.init_from), block_size=self.block_size)
         return GPT2Config(vocab_size, self.n_embd, self.n_head, self.n_layer, self.block_size,
                           None, self.bias)
 
+    def weights(self) -> dict | None:
+        """init_from's tensors (Hugging Face names, wpe cropped to block_size), or None."""
+        if not self.init_from:
+            return None
+        from microgpt_fut.training import hf
+
+        tensors = hf.read_tensors(self.init_from, hf.read_config(self.init_from))
+        return {**tensors, "wpe.weight": tensors["wpe.weight"][:self.block_size].copy()}
+
     def load(self):
-        """The text (90 % train, 10 % val, as the CLI's default --val-fraction)."""
+        """The text (90 % train, 10 % val, as the CLI's default --val-fraction), or the
+        token shards of data_format "tokens"."""
+        if self.data_format == "tokens":
+            from microgpt_fut.data.shards import load_tokens
+
+            return load_tokens(self.data, self.block_size)
         from microgpt_fut.data.text import load_text
 
         return load_text(self.data, self.block_size)
@@ -118,7 +148,8 @@ def _result(backend: str, spec: RecipeSpec, *, wall_s, train_s, setup_s, positio
             "train_tok_s": positions / train_s if train_s else None,
             "evals": [[int(s), float(a), float(b)] for s, a, b in evals],
             "losses": [float(x) for x in losses], "norms": [float(x) for x in norms],
-            "n_params": n_params, "threads": threads, "notes": notes}
+            "n_params": n_params, "threads": threads, "notes": notes,
+            "peak_rss_mb": peak_rss_mb()}
 
 
 def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
@@ -134,7 +165,10 @@ def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
     rt = Runtime(backend, quiet=True, program="gpt2")
     data = spec.load()
     config = spec.config(data.vocab.size)
-    run = TextTraining.start(rt, data, spec.settings(), config)
+    weights = spec.weights()
+    run = TextTraining.start(rt, data, spec.settings(), config,
+                             None if weights is None else config.from_file(weights),
+                             data_format=spec.data_format)
     rt.sync()
     setup_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -150,9 +184,13 @@ def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
 
 def initial_weights(spec: RecipeSpec, vocab_size: int, backend: str | None = None) -> dict:
     """Our initial weights under spec.seed as Hugging Face tensors (GPT2Model.init on
-    ``backend``, default c, else the first backend with GPT-2's library)."""
+    ``backend``, default c, else the first backend with GPT-2's library), or those of
+    spec.init_from."""
     from microgpt_fut.models.gpt2 import GPT2Model
     from microgpt_fut.backend.runtime import Runtime, built_backends
+
+    if spec.init_from:
+        return spec.weights()
 
     built = built_backends("gpt2")
     if backend is None:
@@ -238,6 +276,8 @@ def summary_row(r: dict, stamp: str) -> dict:
             "setup_s": _fmt(r.get("setup_s"), 2), "train_tok_s": _fmt(r.get("train_tok_s"), 0),
             "final_train_loss": _fmt(last[1]), "final_val_loss": _fmt(last[2]),
             "step0_train_loss": _fmt(first[1], 6), "step0_val_loss": _fmt(first[2], 6),
+            "max_loss_diff": _fmt(r.get("max_loss_diff"), 6),
+            "peak_rss_mb": _fmt(r.get("peak_rss_mb"), 0),
             "n_params": _fmt(r.get("n_params")), "threads": _fmt(r.get("threads")),
             "measured_at": stamp, "notes": r.get("notes", "")}
 
@@ -262,9 +302,10 @@ def _merge(old: list[dict], new: list[dict], measured: set[str]) -> list[dict]:
     return [r for r in old if r.get("backend") not in measured] + new
 
 
-def write_results(results: list[dict], out_dir: Path, fresh: bool = False) -> dict[str, list[dict]]:
-    """recipe.csv, recipe_evals.csv and recipe_losses.csv in out_dir (merged with the
-    rows of other backends there unless ``fresh``); returns all rows of each."""
+def write_results(results: list[dict], out_dir: Path, fresh: bool = False,
+                  model: str = "shakespeare") -> dict[str, list[dict]]:
+    """The summary, evals and losses CSV files of ``model`` (``files``) in out_dir (merged
+    with the rows of other backends there unless ``fresh``); returns all rows of each."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     measured = {r["backend"] for r in results}
     new = {"summary": [summary_row(r, stamp) for r in results],
@@ -276,7 +317,7 @@ def write_results(results: list[dict], out_dir: Path, fresh: bool = False) -> di
     columns = {"summary": SUMMARY_COLUMNS, "evals": EVAL_COLUMNS, "losses": LOSS_COLUMNS}
     out = {}
     for key, rows in new.items():
-        path = out_dir / FILES[key]
+        path = out_dir / files(model)[key]
         rows = rows if fresh else _merge(read_csv(path), rows, measured)
         write_csv(path, rows, columns[key])
         out[key] = rows
@@ -357,11 +398,67 @@ def plot(evals: list[dict], losses: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+# GPT-2 small fine-tuned as nanoGPT's finetune_shakespeare does (lr 3e-5, no decay),
+# at the B x T that fits a CPU, from OpenAI's gpt2 sizes
+GPT2_124M = dict(n_layer=12, n_head=12, n_embd=768, block_size=256, batch_size=4, bias=True,
+                 lr=3e-5, min_lr=3e-5, warmup_steps=0, steps=6, eval_iters=2)
+
+
+def make_finetune_data(folder: Path, n_tokens: int, seed: int,
+                       **sizes) -> tuple[Path, Path]:
+    """(a Hugging Face folder, a shard folder) in ``folder``: transformers'
+    GPT2LMHeadModel of ``GPT2Config(**sizes)`` (no sizes: OpenAI's gpt2, 124M parameters,
+    vocab 50257) with its own random initialisation under ``seed``, and llm.c shards of
+    ``n_tokens`` uniform random ids below its vocab_size for each split, with a
+    word-level tokenizer.json of vocab_size tokens beside them. Nothing is downloaded."""
+    import numpy as np
+    import tokenizers
+    import torch
+    import transformers
+
+    from microgpt_fut.data.shards import ShardWriter, version_for
+
+    torch.manual_seed(seed)
+    hf_dir, shard_dir = folder / "gpt2", folder / "shards"
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**sizes))
+    model.save_pretrained(hf_dir)
+    vocab = model.config.vocab_size
+    del model
+    shard_dir.mkdir()
+    ids = np.random.default_rng(seed).integers(0, vocab, size=2 * n_tokens)
+    for split, part in (("train", ids[:n_tokens]), ("val", ids[n_tokens:])):
+        w = ShardWriter(shard_dir, "random", split, n_tokens, version_for(vocab))
+        w.write(part)
+        w.finish()
+    words = tokenizers.models.WordLevel({f"<{i}>": i for i in range(vocab)}, unk_token="<0>")
+    tokenizers.Tokenizer(words).save(str(shard_dir / "tokenizer.json"))
+    return hf_dir, shard_dir
+
+
+def compare_losses(results: list[dict]) -> None:
+    """Set each run's ``max_loss_diff``: the largest |difference| from torch's run of any
+    step's training loss or any evaluation (None without a torch run)."""
+    torch_run = next((r for r in results if r["backend"] == "torch" and r["losses"]), None)
+    for r in results:
+        if torch_run is None or r is torch_run or not r["losses"]:
+            continue
+        pairs = list(zip(r["losses"], torch_run["losses"]))
+        pairs += [(a, b) for e, f in zip(r["evals"], torch_run["evals"]) for a, b in
+                  zip(e[1:], f[1:])]
+        r["max_loss_diff"] = max(abs(a - b) for a, b in pairs)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     d = RecipeSpec()
     p = argparse.ArgumentParser(prog="python -m bench.recipe", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=d.steps, help="training steps (default %(default)s)")
+    p.add_argument("--model", choices=MODELS, default="shakespeare",
+                   help="shakespeare: nanoGPT's shakespeare_char recipe (default); gpt2-124m: "
+                        "fine-tuning a random GPT-2 small folder made by transformers (12 layers, "
+                        "12 heads, n_embd 768, vocab 50257) at B 4 x T 256 on random token ids, "
+                        "lr 3e-5 (nanoGPT's finetune_shakespeare), nothing downloaded")
+    p.add_argument("--steps", type=int, help=f"training steps (default {d.steps}; gpt2-124m: "
+                   f"{GPT2_124M['steps']})")
     p.add_argument("--backends", default="c",
                    help=f"comma-separated backends with GPT-2's library, and {THREADED} (c with "
                         "--threads, the number below) (default %(default)s)")
@@ -370,10 +467,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, default=RESULTS_DIR, help="output folder")
     p.add_argument("--fresh", action="store_true",
                    help="replace the CSV files instead of keeping other backends' rows")
-    p.add_argument("--eval-every", type=int, default=d.eval_every,
-                   help="steps between evaluations (default %(default)s)")
-    p.add_argument("--eval-iters", type=int, default=d.eval_iters,
-                   help="batches of each split per evaluation (default %(default)s)")
+    p.add_argument("--eval-every", type=int,
+                   help=f"steps between evaluations (default {d.eval_every}; gpt2-124m: --steps)")
+    p.add_argument("--eval-iters", type=int,
+                   help=f"batches of each split per evaluation (default {d.eval_iters}; "
+                        f"gpt2-124m: {GPT2_124M['eval_iters']})")
     p.add_argument("--steps-per-call", type=int, default=d.steps_per_call,
                    help="our steps per device call, as the CLI's (default %(default)s)")
     p.add_argument("--data", default=d.data, help="the text file (default %(default)s)")
@@ -424,17 +522,39 @@ def main(argv: list[str] | None = None) -> int:
         backends.append("torch")
     if not backends:
         raise SystemExit("nothing to run: give --backends or --torch")
-    if not Path(args.data).is_file():
+    if args.model == "shakespeare" and not Path(args.data).is_file():
         raise SystemExit(f"data file {args.data} not found (tinyshakespeare.txt is expected in "
                          f"{DATA_DIR})")
-    spec = RecipeSpec(steps=args.steps, eval_every=args.eval_every, eval_iters=args.eval_iters,
-                      steps_per_call=args.steps_per_call, data=str(args.data), seed=args.seed)
+    with tempfile.TemporaryDirectory(prefix="bench-recipe-") as tmp:
+        return _run_all(args, backends, Path(tmp))
+
+
+def _spec(args, folder: Path) -> RecipeSpec:
+    """The RecipeSpec of --model and the options given (gpt2-124m: its folder and shards
+    made in ``folder``)."""
+    given = {k: v for k, v in (("steps", args.steps), ("eval_every", args.eval_every),
+                               ("eval_iters", args.eval_iters)) if v is not None}
+    common = dict(steps_per_call=args.steps_per_call, seed=args.seed)
+    if args.model == "shakespeare":
+        return RecipeSpec(data=str(args.data), **common, **given)
+    sizes = {**GPT2_124M, **given}
+    sizes.setdefault("eval_every", sizes["steps"])
+    need = sizes["steps"] * sizes["batch_size"] * (sizes["block_size"] + 1) + 4096
+    print(f"making a random GPT-2 124M folder and {need:,} random token ids in {folder}",
+          flush=True)
+    model, shards = make_finetune_data(folder, need, args.seed)
+    return RecipeSpec(init_from=str(model), data=str(shards), data_format="tokens",
+                      **common, **sizes)
+
+
+def _run_all(args, backends: list[str], folder: Path) -> int:
+    spec = _spec(args, folder)
     try:
         spec.settings().validate()
     except ValueError as e:
         raise SystemExit(str(e))
     r = spec.recipe()
-    print(f"nanoGPT shakespeare_char recipe, {spec.steps} steps: {spec.n_layer} layers, "
+    print(f"{args.model}, {spec.steps} steps: {spec.n_layer} layers, "
           f"{spec.n_head} heads, n_embd {spec.n_embd}, block {spec.block_size}, batch "
           f"{spec.batch_size}, bias {spec.bias}; lr {r.lr:g} -> {r.min_lr:g} after "
           f"{r.warmup_steps} warm-up steps, betas ({r.beta1}, {r.beta2}), weight decay "
@@ -447,10 +567,11 @@ def main(argv: list[str] | None = None) -> int:
         if res.get("notes", "").startswith("error"):
             print(f"{b}: {res['notes']}", flush=True)
         results.append(res)
-    rows = write_results(results, args.out_dir, args.fresh)
-    plot_path = args.out_dir / FILES["plot"]
-    plot(rows["evals"], rows["losses"], plot_path)
-    print(f"\nwrote {', '.join(str(args.out_dir / f) for f in FILES.values())}\n")
+    compare_losses(results)
+    rows = write_results(results, args.out_dir, args.fresh, args.model)
+    names = files(args.model)
+    plot(rows["evals"], rows["losses"], args.out_dir / names["plot"])
+    print(f"\nwrote {', '.join(str(args.out_dir / f) for f in names.values())}\n")
     print(table(rows["summary"]))
     return 0
 

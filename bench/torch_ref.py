@@ -336,7 +336,7 @@ class TorchGPT2(torch.nn.Module):
             if tuple(a.shape) != tuple(p.shape):
                 raise ValueError(f"tensor {hf_name!r} has shape {a.shape}, the model needs "
                                  f"{tuple(p.shape)}{' (transposed)' if transpose else ''}")
-            p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
+            p.copy_(torch.from_numpy(np.array(a, dtype=np.float32)))  # a copy: a may be read-only
             seen.add(name)
         missing = [n for n in own if n not in seen]
         if missing:

@@ -150,9 +150,10 @@ def test_short_run_matches_text_training(tmp_path):
     assert len(rows["evals"]) == 6 and len(rows["losses"]) == 12
     again = BR.write_results([theirs], tmp_path)  # torch's rows replaced, c's kept
     assert [r["backend"] for r in again["summary"]] == ["c", "torch"]
-    assert [r["backend"] for r in BR.read_csv(tmp_path / BR.FILES["evals"])].count("c") == 3
-    BR.plot(again["evals"], again["losses"], tmp_path / BR.FILES["plot"])
-    assert (tmp_path / BR.FILES["plot"]).stat().st_size > 1000
+    names = BR.files("shakespeare")
+    assert [r["backend"] for r in BR.read_csv(tmp_path / names["evals"])].count("c") == 3
+    BR.plot(again["evals"], again["losses"], tmp_path / names["plot"])
+    assert (tmp_path / names["plot"]).stat().st_size > 1000
     md = BR.table(again["summary"]).splitlines()
     assert md[0].startswith("| backend | steps | wall s") and len(md) == 4
     assert md[2].startswith("| c | 6 |") and md[2].split(" | ")[3].endswith("x")
@@ -171,3 +172,41 @@ def test_spec_matches_the_issue_command():
         (4, 4, 128, 64, 512, False)
     short = BR.RecipeSpec(steps=20).recipe()
     assert (short.warmup_steps, short.lr_decay_steps) == (2, 20)
+
+
+def test_fine_tuning_a_hugging_face_folder_on_shards(tmp_path):
+    """bench.recipe --model gpt2-124m's pieces on a small folder: transformers'
+    GPT2LMHeadModel saved with its own initialisation and random token shards
+    (make_finetune_data). Ours starts from the folder's weights, as transformers
+    computes them (its loss on a shard window), and trains as torch does from the same
+    folder on the same batches; compare_losses reports the largest difference."""
+    import transformers
+
+    from microgpt_fut.data.shards import load_tokens
+
+    sizes = dict(vocab_size=37, n_positions=16, n_embd=16, n_layer=2, n_head=2,
+                 bos_token_id=36, eos_token_id=36)
+    folder, shards = BR.make_finetune_data(tmp_path, 2000, 3, **sizes)
+    spec = BR.RecipeSpec(steps=4, block_size=8, batch_size=2, lr=3e-4, min_lr=3e-4,
+                         warmup_steps=0, eval_every=4, eval_iters=2, steps_per_call=2,
+                         init_from=str(folder), data=str(shards), data_format="tokens")
+    data = load_tokens(shards, 8)
+    assert data.vocab.size == 37 and len(data.train) == len(data.val) == 2000
+    window = np.asarray(data.train[np.arange(9)], dtype=np.int64)[None]
+    hf = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+    with torch.no_grad():
+        want = float(hf(torch.from_numpy(window), labels=torch.from_numpy(window)).loss)
+    model = GPT2Model.from_arrays(get_runtime("c", "gpt2"), spec.config(37),
+                                  spec.config(37).from_file(spec.weights()))
+    logits = model.logits_seq(window[:, :8]).astype(np.float64)[0]
+    logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1,
+                           keepdims=True)) - logits.max(-1, keepdims=True)
+    assert -logp[np.arange(8), window[0, 1:]].mean() == pytest.approx(want, abs=1e-5)
+
+    ours = BR.run_ours("c", spec, quiet=True)
+    theirs = BR.run_torch(spec, quiet=True)
+    np.testing.assert_allclose(theirs["losses"], ours["losses"], atol=1e-4)
+    np.testing.assert_allclose(theirs["evals"], ours["evals"], atol=1e-4)
+    BR.compare_losses([ours, theirs])
+    assert 0 <= ours["max_loss_diff"] < 1e-4 and "max_loss_diff" not in theirs
+    assert ours["peak_rss_mb"] > 0

@@ -81,9 +81,20 @@ def test_eval_command_prints_acc_and_acc_norm(folder, tmp_path):
 
 @pytest.mark.parametrize("line, fragment", [
     ("not json", "line 2 is not JSON"),
-    ('{"ctx": "a", "endings": ["b", "c"]}', "line 2: want an object with ctx"),
-    ('{"ctx": "a", "endings": ["b", "c"], "label": 2}', "line 2: want an object"),
-    ('{"ctx": "a", "endings": ["b"], "label": 0}', "line 2: want an object"),
+    ("[1, 2]", "line 2: want an object with ctx"),
+    ('{"ctx": "a", "endings": ["b", "c"]}', "line 2: label .* got nothing .it is missing."),
+    ('{"ctx": "a", "endings": ["b", "c"], "label": 2}',
+     "line 2: label 2 is out of range for 2 endings .0 to 1."),
+    ('{"ctx": "a", "endings": ["b", "c"], "label": "2"}', "line 2: label 2 is out of range"),
+    ('{"ctx": "a", "endings": ["b", "c"], "label": 1.0}', "line 2: label must be .* got 1.0"),
+    ('{"ctx": "a", "endings": ["b", "c"], "label": "one"}', 'line 2: label .* got "one"'),
+    ('{"ctx": "a", "endings": ["b", "c"], "label": true}', "line 2: label .* got true"),
+    ('{"ctx": "a", "endings": ["b"], "label": 0}', "line 2: endings must be a list of two"),
+    ('{"ctx": 3, "endings": ["b", "c"], "label": 0}', "line 2: ctx must be a text, got 3"),
+    # an empty ending or context has no token to score: its loss 0 (or NaN) would win
+    ('{"ctx": "a", "endings": ["b", ""], "label": 0}', "line 2: ending 1 is empty"),
+    ('{"ctx": "a", "endings": [" ", "c"], "label": 0}', "line 2: ending 0 is empty"),
+    ('{"ctx": "", "endings": ["b", "c"], "label": 0}', "line 2: ctx is empty"),
 ])
 def test_bad_choices_lines_are_named(tmp_path, line, fragment):
     bad = tmp_path / "c.jsonl"
@@ -93,6 +104,35 @@ def test_bad_choices_lines_are_named(tmp_path, line, fragment):
     r = CliRunner().invoke(main, ["eval", "--checkpoint", str(tmp_path / "none"),
                                   "--choices", str(bad)])
     assert_one_line_error(r)
+
+
+def test_string_labels_of_hugging_faces_hellaswag_are_read(tmp_path):
+    """datasets' HellaSwag has "label": "1"; a string of digits is that index."""
+    rows = [json.loads(ln) for ln in EXAMPLES.read_text().splitlines()]
+    f = tmp_path / "hf.jsonl"
+    f.write_text("".join(json.dumps({**r, "label": str(r["label"])}) + "\n" for r in rows))
+    assert [e.label for e in choices.read_examples(f)] == [r["label"] for r in rows]
+
+
+def test_eval_checks_every_example_before_scoring(tmp_path):
+    """A character the model's vocabulary lacks, in the third example, is named with the
+    file and the example, before the backend starts (as train --eval-choices)."""
+    text = tmp_path / "t.txt"
+    text.write_text("the cat sat on the mat. a dog ran.\n" * 40)
+    r = CliRunner().invoke(main, ["train", "--arch", "gpt2", "--data", str(text), "--steps", "1",
+                                  "--n-embd", "8", "--n-head", "2", "--n-layer", "1",
+                                  "--block-size", "32", "--batch-size", "2", "--samples", "0",
+                                  "--out", str(tmp_path / "m.safetensors"), "--quiet"])
+    assert r.exit_code == 0, r.output
+    good = {"ctx": "the cat", "endings": ["sat", "ran"], "label": 0}
+    f = tmp_path / "c.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in
+                           [good, good, {**good, "endings": ["sat", "jumped"]}]) + "\n")
+    r = CliRunner().invoke(main, ["eval", "--checkpoint", str(tmp_path / "m.safetensors"),
+                                  "--choices", str(f), "--backend", "c"])
+    line = assert_one_line_error(r, f"--choices {str(f)!r}, example 3", "ending 1",
+                                 "'j'")
+    assert "a choices" not in line
 
 
 def test_train_eval_choices_scores_each_evaluation(tmp_path):

@@ -3,6 +3,7 @@ checked byte by byte, nanoGPT's split and encoding recomputed here as its prepar
 does, bad shards and pickles refused in one line, and memory that stays flat."""
 from __future__ import annotations
 
+import json
 import pickle
 import struct
 import subprocess
@@ -97,7 +98,8 @@ def test_prepare_with_bpe_and_validation_files(tmp_path):
     r = run("prepare", a, b, "--val", v, "--out", tmp_path / "o", "--tokenizer", "bpe",
             "--vocab-size", 300, "--bpe-sample-mb", 0.02, "--name", "sh")
     assert r.exit_code == 0, r.output
-    sample = text[:20_000 + text[20_000:].index("\n") + 1]  # whole lines (ASCII text)
+    # up to the first line end at or after 20,000 bytes (ASCII text), the end left out
+    sample = text[:20_000 + text[20_000:].index("\n")]
     assert f"first {len(sample):,} bytes of 60,000 (--bpe-sample-mb 0.02)" in r.output
     tok = train_bpe(sample, 300)
     eot = tok.eot_id
@@ -147,7 +149,7 @@ def test_an_interrupted_prepare_leaves_no_shard_that_looks_whole(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         prepare([src], tmp_path / "o", tok, progress=stop, shard_tokens=50_000)
-    assert list((tmp_path / "o").iterdir()) == []
+    assert not (tmp_path / "o").exists()  # the folder it made is gone again
 
 
 def _shard(path, n, version=1, count=None, tokens=None):
@@ -269,3 +271,343 @@ def test_a_missing_input_after_the_bpe_sample_is_one_line(tmp_path):
             "bpe", "--vocab-size", 300, "--bpe-sample-mb", 0.001)
     assert_one_line_error(r, "cannot read input", "missing.txt")
     assert not list((tmp_path / "o").glob("*.bin"))
+
+
+# --------------------------------------------------------------------------- issue 34
+
+def _llmc_bytes(tokens, version=1):
+    """llm.c's write_datafile layout, made here with struct."""
+    fmt = "<H" if version == 1 else "<I"
+    return struct.pack("<256i", 20240520, version, len(tokens), *[0] * 253) + \
+        b"".join(struct.pack(fmt, int(t)) for t in tokens)
+
+
+def test_a_name_holding_train_keeps_its_splits_apart(tmp_path):
+    """`prepare shakespeare_train.txt`: the val shards are not read as train shards."""
+    src = tmp_path / "shakespeare_train.txt"
+    src.write_bytes(SHAKESPEARE.read_bytes())
+    r = run("prepare", src, "--out", tmp_path / "leak")
+    assert r.exit_code == 0, r.output
+    _, train, val = nanogpt_char(SHAKESPEARE.read_text(encoding="utf-8"))
+    data = shards.load_tokens(tmp_path / "leak", 64)
+    assert (len(data.train), len(data.val)) == (len(train), len(val))
+    assert np.array_equal(data.val[np.arange(len(val))], val)
+
+
+def test_llmc_shard_names_are_matched_exactly(tmp_path):
+    """{name}_{split}_{index:06d}.bin (fineweb.py) and {name}_{split}.bin
+    (tinyshakespeare.py) are read; other .bin files are not shards; two names are refused."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "tiny_shakespeare_val.bin").write_bytes(_llmc_bytes([1, 2, 3]))
+    (d / "tiny_shakespeare_train.bin").write_bytes(_llmc_bytes([4, 5, 6, 7]))
+    (d / "notes_train_x.bin").write_bytes(b"not a shard")
+    (d / "tiny_shakespeare_train_1.bin").write_bytes(b"not a shard either")
+    train, val, fmt = shards.find_splits(d)
+    assert ([p.name for p in train], [p.name for p in val], fmt) == (
+        ["tiny_shakespeare_train.bin"], ["tiny_shakespeare_val.bin"], "llm.c")
+    (d / "other_train_000000.bin").write_bytes(_llmc_bytes([1, 2]))
+    with pytest.raises(DataError, match="shards of 2 names .'other', 'tiny_shakespeare'."):
+        shards.find_splits(d)
+    r = run("train", "--arch", "gpt2", "--data-format", "tokens", "--data", d, "--steps", 1)
+    assert_one_line_error(r, "2 names")
+
+
+def _whole_encoding(folder, files):
+    """`tokenizers` on each whole file (the file tokenizer.json in folder), each after
+    <|endoftext|>: what the shards must hold."""
+    from tokenizers import Tokenizer
+
+    hf = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    eot = hf.token_to_id("<|endoftext|>")
+    return np.concatenate([[eot, *hf.encode(f.read_bytes().decode("utf-8"),
+                                            add_special_tokens=False).ids] for f in files])
+
+
+def test_bpe_shards_are_the_encoding_of_the_whole_text_for_any_line_length(tmp_path):
+    """A 2.2 MB line, blank-line runs and CRLF across the 1 MiB pieces: the shards hold
+    exactly what `tokenizers` gives for the whole file."""
+    text = SHAKESPEARE.read_text(encoding="utf-8")
+    long = tmp_path / "long.txt"
+    long.write_text(text[:4000] + text.replace("\n", " ") * 2 + "\n\n\n  x\n"
+                    + text[:500_000].replace("\n", "\r\n") + "\n\n\n\n" * 1000 + text[:300_000],
+                    encoding="utf-8", newline="")
+    r = run("prepare", long, "--out", tmp_path / "o", "--tokenizer", "bpe", "--vocab-size", 300,
+            "--bpe-sample-mb", 0.05, "--val-fraction", 0)
+    assert r.exit_code == 0, r.output
+    want = _whole_encoding(tmp_path / "o", [long])
+    _, _, _, got = read_llmc(tmp_path / "o" / "long_train_000000.bin")
+    assert len(got) == len(want) and np.array_equal(got, want)
+
+
+def test_prepare_bpe_learns_from_the_train_split_only(tmp_path):
+    """With --val-fraction, the BPE's sample ends at the first line end after 98% of the
+    train part's bytes (1 - f of them; the margin as the split is made in tokens), as
+    `train --tokenizer bpe` learns from its train split."""
+    text = SHAKESPEARE.read_text(encoding="utf-8")[:40_000]
+    src = tmp_path / "in.txt"
+    src.write_text(text, encoding="utf-8")
+    r = run("prepare", src, "--out", tmp_path / "o", "--tokenizer", "bpe", "--vocab-size", 300,
+            "--val-fraction", 0.5)
+    assert r.exit_code == 0, r.output
+    sample = text[:19_600 + text[19_600:].index("\n")]  # ASCII: bytes are characters
+    assert f"first {len(sample):,} bytes of 40,000" in r.output
+    assert shards.load_tokens(tmp_path / "o", 8).vocab == train_bpe(sample, 300)
+
+
+def test_the_char_tokenizer_json_is_one_that_tokenizers_loads(tmp_path):
+    """prepare's character tokenizer.json: tokenizers.Tokenizer.from_file loads it and
+    encodes nanoGPT's ids; a folder with the former {"type": "char"} file still loads."""
+    from tokenizers import Tokenizer
+
+    src = tmp_path / "in.txt"
+    text = SHAKESPEARE.read_text(encoding="utf-8")[:30_000] + "é\r\t\u2028 ü\n"
+    src.write_text(text, encoding="utf-8", newline="")
+    assert run("prepare", src, "--out", tmp_path / "o").exit_code == 0
+    chars = sorted(set(text))
+    hf = Tokenizer.from_file(str(tmp_path / "o" / "tokenizer.json"))
+    assert hf.encode(text).ids == [chars.index(c) for c in text]
+    assert shards.load_tokens(tmp_path / "o", 8).vocab.chars == "".join(chars)
+    (tmp_path / "o" / "tokenizer.json").write_text(
+        '{"type": "char", "chars": %s}' % json.dumps("".join(chars)))
+    assert shards.load_tokens(tmp_path / "o", 8).vocab.chars == "".join(chars)
+
+
+def test_the_char_vocabulary_covers_the_val_files(tmp_path):
+    a, v = tmp_path / "a.txt", tmp_path / "v.txt"
+    a.write_text("abc\n" * 100)
+    v.write_text("abd\n" * 50)
+    r = run("prepare", a, "--val", v, "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    data = shards.load_tokens(tmp_path / "o", 8)
+    assert data.vocab.chars == "\nabcd"
+    assert data.val[np.arange(4)].tolist() == [1, 2, 4, 0]
+
+
+def _snapshot(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None
+            for p in sorted(folder.rglob("*"))}
+
+
+def test_a_failed_overwrite_leaves_the_old_set_exactly(tmp_path):
+    """The val split is found empty after the train shards are written: the old set,
+    tokenizer.json included, is as it was, and nothing hidden is left."""
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:50_000], encoding="utf-8")
+    assert run("prepare", src, "--out", tmp_path / "o", "--shard-tokens", 7000).exit_code == 0
+    before = _snapshot(tmp_path / "o")
+    other = tmp_path / "other.txt"
+    other.write_text("xyz\n" * 5000)
+    r = run("prepare", other, "--out", tmp_path / "o", "--name", "in", "--overwrite",
+            "--val-fraction", 1e-17, "--shard-tokens", 1000)
+    assert_one_line_error(r, "val split would hold no tokens")
+    assert _snapshot(tmp_path / "o") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "o", "other.txt"]
+    # a new --out that fails is not left behind, nor its lock
+    r = run("prepare", other, "--out", tmp_path / "new" / "o", "--val-fraction", 1e-17)
+    assert_one_line_error(r, "val split would hold no tokens")
+    assert list((tmp_path / "new").iterdir()) == []
+
+
+def test_an_interrupted_overwrite_leaves_the_old_set_exactly(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:200_000], encoding="utf-8")
+    tok = char_vocab([src])
+    prepare([src], tmp_path / "o", tok, name="in", shard_tokens=30_000)
+    before = _snapshot(tmp_path / "o")
+    for stop_at in (1, 3):  # the first piece; after the first new shard is written
+        calls = []
+
+        def stop(n_bytes, n_tokens):
+            calls.append(n_tokens)
+            if len(calls) == stop_at:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            prepare([src, src, src], tmp_path / "o", tok, name="in", progress=stop,
+                    shard_tokens=10_000, overwrite=True)
+        assert _snapshot(tmp_path / "o") == before
+
+
+def _fifo_prepare(tmp_path, out, *extra):
+    """A `prepare` process reading a FIFO (with --tokenizer PATH, read once): it waits
+    for the test to write, so the test acts while it is surely under way."""
+    import os
+
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    (tok / "tokenizer.json").write_text(
+        '{"type": "char", "chars": %s}' % json.dumps("".join(sorted(set(
+            SHAKESPEARE.read_text(encoding="utf-8"))))))
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "prepare",
+                          str(fifo), "--out", str(out), "--tokenizer", str(tok / "tokenizer.json"),
+                          "--name", "in", *map(str, extra)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = open(fifo, "w", encoding="utf-8")  # blocks until prepare opens it
+    return p, writer
+
+
+def _wait_for(cond, p, timeout=120):
+    import time
+
+    t0 = time.monotonic()
+    while not cond():
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() - t0 < timeout
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig, rc, word", [(2, 130, "interrupted"), (15, 143, "SIGTERM")])
+def test_a_signal_during_an_overwrite_leaves_the_old_set_exactly(tmp_path, sig, rc, word):
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:50_000], encoding="utf-8")
+    out = tmp_path / "o"
+    assert run("prepare", src, "--out", out, "--shard-tokens", 7000).exit_code == 0
+    before = _snapshot(out)
+    p, writer = _fifo_prepare(tmp_path, out, "--overwrite", "--shard-tokens", 1000)
+    with writer:
+        writer.write(SHAKESPEARE.read_text(encoding="utf-8")[:100_000])
+        writer.flush()
+        _wait_for(lambda: any(out.glob(".prepare-*/*.tokens")), p)  # its tokens are coming
+        p.send_signal(sig)
+        writer.write("more text\n")
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == rc, stderr
+    assert stderr.count("\n") == 1 and word in stderr and "as it was" in stderr, stderr
+    assert _snapshot(out) == before
+
+
+def test_two_prepares_into_one_out_the_second_is_refused(tmp_path):
+    out = tmp_path / "o"
+    p, writer = _fifo_prepare(tmp_path, out)
+    with writer:
+        writer.write(SHAKESPEARE.read_text(encoding="utf-8")[:20_000])
+        writer.flush()
+        _wait_for(lambda: any(out.glob(".prepare-*")), p)
+        src = tmp_path / "in.txt"
+        src.write_text("hello\n" * 100)
+        r = run("prepare", src, "--out", out, "--name", "in")
+        assert_one_line_error(r, str(out), "another microgpt-fut process")
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 0, stderr
+    assert sorted(p.name for p in out.iterdir()) == ["in_train_000000.bin", "in_val_000000.bin",
+                                                      "tokenizer.json"]
+
+
+@pytest.mark.parametrize("args, fragments, code", [
+    (["--name", "../escaped"], ["--name '../escaped' is not a file name"], 2),
+    (["--name", "a/b"], ["--name 'a/b' is not a file name"], 2),
+    (["--name", ".."], ["--name '..' is not a file name"], 2),
+    (["--out", "FILE/o"], ["is a file, not a folder"], 1),
+    (["--out", "/sys/microgpt-fut-o"], ["cannot write --out '/sys/microgpt-fut-o'"], 1),
+])
+def test_prepare_refuses_bad_names_and_outs_in_one_line(tmp_path, args, fragments, code):
+    src = tmp_path / "in.txt"
+    src.write_text("hello\n" * 100)
+    (tmp_path / "FILE").write_text("x")
+    args = [str(tmp_path / a) if a == "FILE/o" else a for a in args]
+    if "--out" not in args:
+        args += ["--out", str(tmp_path / "o")]
+    r = run("prepare", src, *args)
+    assert_one_line_error(r, *fragments)
+    assert r.exit_code == code
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE", "in.txt"]
+
+
+def test_prepare_from_a_pipe(tmp_path):
+    """/dev/stdin: a character vocabulary would read it twice, so it is refused in one
+    line; with --tokenizer PATH it is read once, and the shards are the file's."""
+    text = SHAKESPEARE.read_text(encoding="utf-8")[:20_000]
+    cmd = [sys.executable, "-m", "microgpt_fut", "prepare", "/dev/stdin",
+           "--out", str(tmp_path / "o"), "--name", "p"]
+    r = subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "not a regular file" in r.stderr and "--tokenizer PATH" in r.stderr
+    assert not (tmp_path / "o").exists()
+    src = tmp_path / "in.txt"
+    src.write_text(text)
+    assert run("prepare", src, "--out", tmp_path / "ref", "--name", "p").exit_code == 0
+    r = subprocess.run(cmd + ["--tokenizer", str(tmp_path / "ref" / "tokenizer.json")],
+                       input=text, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for n in ("p_train_000000.bin", "p_val_000000.bin"):
+        assert (tmp_path / "o" / n).read_bytes() == (tmp_path / "ref" / n).read_bytes()
+
+
+@pytest.mark.parametrize("command", ["prepare", "eval"])
+def test_a_closed_stdout_exits_141_with_one_line(tmp_path, command):
+    """`prepare ... | head -0`, `eval ... | head -0`: SIGPIPE's status, one line on
+    stderr; prepare's shards are written whole."""
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20_000])
+    if command == "prepare":
+        args = ["prepare", str(src), "--out", str(tmp_path / "o")]
+    else:
+        ck = tmp_path / "m.safetensors"
+        r = run("train", "--arch", "gpt2", "--data", src, "--steps", 1, "--n-embd", 8,
+                "--n-head", 2, "--block-size", 16, "--samples", 0, "--out", ck, "--quiet")
+        assert r.exit_code == 0, r.output
+        f = tmp_path / "c.jsonl"
+        f.write_text(json.dumps({"ctx": "First", "endings": ["Citizen", "man"], "label": 0}))
+        args = ["eval", "--checkpoint", str(ck), "--choices", str(f), "--backend", "c"]
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()  # the reader went away
+    stderr = p.stderr.read()
+    assert p.wait(timeout=300) == 141, stderr
+    assert stderr.count("\n") == 1 and "stdout was closed" in stderr, stderr
+    if command == "prepare":
+        assert shards.load_tokens(tmp_path / "o", 8).n_tokens == 20_000
+
+
+def test_a_block_size_longer_than_the_shards_is_a_usage_error(tmp_path):
+    """Exit status 2 on tokens as on text (README: usage errors exit 2)."""
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:2000])
+    assert run("prepare", src, "--out", tmp_path / "o").exit_code == 0
+    for fmt, data in (("tokens", tmp_path / "o"), ("text", src)):
+        r = run("train", "--arch", "gpt2", "--data-format", fmt, "--data", data,
+                "--block-size", 1900, "--steps", 1)
+        assert_one_line_error(r, "--block-size 1900")
+        assert r.exit_code == 2, fmt
+
+
+def test_train_2_to_1_into_a_closed_pipe_exits_141(tmp_path):
+    """`train ... 2>&1 | head -3`: stderr is the closed pipe too; the run saves and exits
+    with SIGPIPE's status (click would say 1)."""
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20_000])
+    assert run("prepare", src, "--out", tmp_path / "o").exit_code == 0
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "train", "--arch", "gpt2",
+                          "--data-format", "tokens", "--data", str(tmp_path / "o"), "--steps",
+                          "100000", "--n-embd", "8", "--n-head", "2", "--block-size", "16",
+                          "--eval-every", "1", "--backend", "c", "--out",
+                          str(tmp_path / "m.safetensors")], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    lines = [p.stdout.readline() for _ in range(3)]
+    p.stdout.close()  # head -3 is done
+    assert p.wait(timeout=300) == 141, lines
+    assert (tmp_path / "m.safetensors").is_file()
+
+
+def test_help_and_messages_name_what_they_mean(tmp_path):
+    """train --help: --data for each format, --vocab-size's least value, options that
+    token runs read not labelled text-only; prepare --help: uint32 shards; a one-character
+    text names its file; microgpt's --eval-iters on lines names tokens runs too."""
+    out = run("train", "--help").output
+    flat = " ".join(out.split())
+    assert "tokens: a folder of token shards" in flat and "at least 257" in flat
+    for opt in ("--eval-iters INTEGER", "--grad-accum INTEGER", "--eval-choices FILE"):
+        assert flat.split(f"{opt} ", 1)[1].startswith("text, tokens:"), opt
+    for opt in ("--min-lr FLOAT", "--weight-decay FLOAT", "--no-bias"):  # the recipe's
+        assert flat.split(f"{opt} ", 1)[1].startswith("gpt2:"), opt
+    assert "else uint32" in " ".join(run("prepare", "--help").output.split())
+    one = tmp_path / "one.txt"
+    one.write_text("a" * 100)
+    r = run("train", "--arch", "microgpt", "--data-format", "text", "--data", one, "--steps", 1,
+            "--block-size", 4)
+    assert_one_line_error(r, str(one), "1 token")
+    r = run("train", "--arch", "microgpt", "--eval-iters", 3, "--steps", 1)
+    assert_one_line_error(r, "--eval-iters", "text and tokens")

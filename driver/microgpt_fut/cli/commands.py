@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -30,9 +31,10 @@ from ..training import choices, curves, hf, plan
 from ..training.family import FAMILIES, FLOAT32_MAX, family_of
 from ..training.kinds import KINDS
 from . import mpi as cli_mpi
+from ..interrupt import stop_on_signals
 from .common import (bad_option, check_memory, check_out, eval_line, exit_if_stdout_closed,
-                     exit_saved, exit_with, first_line, lock_out, ranks_here, runtime, say_line,
-                     train_and_save, user_errors)
+                     exit_saved, exit_with, first_line, lock_out, ranks_here, runtime, saved_step,
+                     say_line, train_and_save, user_errors)
 from .sample_output import print_samples
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -248,8 +250,8 @@ def main():
 
 def _where(name: str, text: str) -> str:
     """An option's help, prefixed with where it applies (plan.applies_to)."""
-    where = plan.applies_to(name).replace("--arch ", "").replace("--data-format ", "")
-    return f"{where}: {text}" if where else text
+    values = plan.applies_to(name)[1]
+    return f"{', '.join(values)}: {text}" if values else text
 
 
 def _defaults(name: str) -> str:
@@ -328,8 +330,8 @@ refused, naming where it applies."""
                           "tokenizer.json, vocab.json (beside merges.txt) or a folder holding "
                           "them.  [default: char; tokens: the shards' own]"))
 @click.option("--vocab-size", type=_INT, default=None, callback=_check_positive,
-              help=_where("vocab_size", "with --tokenizer bpe, the BPE's vocabulary (256 bytes, "
-                          "merges and <|endoftext|>; GPT-2 has 50257)."))
+              help=_where("vocab_size", "with --tokenizer bpe, the BPE's vocabulary, at least 257 "
+                          "(256 bytes, then merges, then <|endoftext|>; GPT-2 has 50257)."))
 @click.option("--grad-accum", type=_INT, default=None, callback=_check_positive,
               help=_where("grad_accum", "micro-batches of --batch-size accumulated per "
                                         "step.  [default: 1]"))
@@ -465,7 +467,7 @@ def train(ctx, **o):
         say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
     say(f"saved {out}" + (", {}, {}".format(*(f.name for f in curves.paths(out)))
                           if kind.evaluates else ""))
-    exit_if_stdout_closed(ctx, out, run)
+    exit_if_stdout_closed(ctx, saved_step(run, out))
     n = kind.samples if o["samples"] is None else o["samples"]
     temperature = kind.temperature if o["temperature"] is None else o["temperature"]
     tok = run.dataset.vocab
@@ -587,7 +589,8 @@ def export_hf(checkpoint, folder, overwrite):
                    "hellaswag_val.jsonl.")
 @_backend_opt
 @_device_opt
-def eval_command(checkpoint, choices_file, backend, device):
+@click.pass_context
+def eval_command(ctx, checkpoint, choices_file, backend, device):
     """Multiple-choice accuracy as the seed's hellaswag.py: each ending is scored by the
     loss of its tokens after the context; acc picks the lowest summed loss, acc_norm
     the lowest mean loss per token."""
@@ -598,13 +601,18 @@ def eval_command(checkpoint, choices_file, backend, device):
     if ck.data_format == "lines":
         raise bad_option(f"--checkpoint {str(checkpoint)!r} is a names model; eval scores "
                           "text models")
+    tok = ck.text_tokenizer()
+    with user_errors():  # every example, before the backend starts
+        choices.check_fits(examples, tok, ck.config.block_size,
+                           f"--choices {str(choices_file)!r}")
     family = family_of(ck.config)
     rt = runtime(backend, device, quiet=False, program=family.program)
     with user_errors():
         model = family.model(rt, ck.config, 0, params=ck.params, step=ck.step)
-        s = choices.evaluate(examples, ck.text_tokenizer(), lambda t: family.logits(model, t),
+        s = choices.evaluate(examples, tok, lambda t: family.logits(model, t),
                              ck.config.block_size)
-    click.echo(f"{len(examples)} examples: acc {s.acc:.4f}, acc_norm {s.acc_norm:.4f}")
+    say_line(f"{len(examples)} examples: acc {s.acc:.4f}, acc_norm {s.acc_norm:.4f}")
+    exit_if_stdout_closed(ctx, f"scored {len(examples)} examples")
 
 
 @main.command("prepare")
@@ -620,7 +628,9 @@ def eval_command(checkpoint, choices_file, backend, device):
 @click.option("--bpe-sample-mb", type=click.FloatRange(0, min_open=True), default=10.0,
               show_default=True, help="--tokenizer bpe: MB of the inputs the BPE learns from.")
 @click.option("--shard-tokens", type=click.IntRange(1, _INT_MAX), default=100_000_000,
-              show_default=True, help="Tokens per shard (llm.c's .bin: uint16 tokens).")
+              show_default=True,
+              help="Tokens per shard (llm.c's .bin: uint16 tokens up to a vocabulary of "
+                   "65,536, else uint32).")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
               show_default=True, help="The last fraction of all tokens held out for validation "
                                       "(ignored with --val).")
@@ -630,50 +640,91 @@ def eval_command(checkpoint, choices_file, backend, device):
 @click.option("--name", default=None,
               help="The shards' name: NAME_train_000000.bin.  [default: the first input's stem]")
 @click.option("--overwrite", is_flag=True, help="Replace the shards that --out holds.")
-def prepare_command(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens,
+@click.pass_context
+def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens,
                     val_fraction, val_inputs, name, overwrite):
     """Tokenize text INPUTS (any size, streamed) into llm.c token shards in --out, for
     `train --data-format tokens --data DIR`: NAME_train_*.bin, NAME_val_*.bin and
-    tokenizer.json. Every input is one document."""
+    tokenizer.json. Every input is one document. The set is written beside the old one
+    and moved into place at the end: a failure, Ctrl-C or SIGTERM leaves --out as it
+    was."""
     P = preparation
+    inputs, val_inputs = list(inputs), list(val_inputs)
     with user_errors():
         if (tokenizer == "bpe") != (vocab_size is not None):
             raise bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"
                               else "--tokenizer bpe needs --vocab-size N (e.g. 512)")
-        if tokenizer == "char":
-            tok = P.char_vocab(list(inputs))
-        elif tokenizer == "bpe":
-            limit = int(bpe_sample_mb * 1e6)
-            sample = P.text_sample(list(inputs), limit)
-            n = len(sample.encode("utf-8"))
-            size = sum(p.stat().st_size for p in inputs if p.is_file())  # bad ones: prepare says
-            click.echo(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
-                       f"bytes" + (" (all of them)" if n >= size else
-                                   f" of {size:,} (--bpe-sample-mb {bpe_sample_mb:g})"))
-            tok = train_bpe(sample, vocab_size)
-        else:
-            tok = load_tokenizer(tokenizer)
-        total = sum(p.stat().st_size for p in [*inputs, *val_inputs] if p.is_file())
-        bar = tqdm(total=total, unit="B", unit_scale=True, disable=None, leave=False,
-                   desc="tokenizing")
-        seen = {"tokens": 0, "t0": time.perf_counter()}
-
-        def progress(n_bytes, n_tokens):
-            seen["tokens"] += n_tokens
-            bar.update(n_bytes)
-            rate = seen["tokens"] / max(time.perf_counter() - seen["t0"], 1e-9)
-            bar.set_postfix_str(f"{rate:,.0f} tok/s", refresh=False)
-
+        name = name or Path(inputs[0]).stem
+        P.check_name(name)
+        P.check_out_folder(out)
+        try:  # the lock lies beside --out (as train's beside its checkpoint)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            lock_out(ctx, Path(os.path.abspath(out)))
+        except OSError as e:
+            raise P.out_error(out, e) from None
+    with stop_on_signals() as stop, user_errors():
+        # a closed stdout (SIGPIPE) does not stop prepare: its work is kept, then 141
+        stopping = lambda: stop() and stop.signum != signal.SIGPIPE  # noqa: E731
         try:
-            done = P.prepare(list(inputs), out, tok, name=name or Path(inputs[0]).stem,
-                             shard_tokens=shard_tokens, val_fraction=val_fraction,
-                             val_inputs=list(val_inputs), overwrite=overwrite,
-                             progress=progress)
-        finally:
-            bar.close()
-    click.echo(f"wrote {out}: {done.train_tokens:,} train tokens in {len(done.train)} "
-               f"shard(s), {done.val_tokens:,} val tokens in {len(done.val)}, tokenizer.json "
-               f"(vocab_size {tok.size})")
+            done, tok = _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens,
+                                 val_fraction, val_inputs, name, overwrite, stopping,
+                                 stop.cleanups)
+        except preparation.Stopped:
+            how = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {stop.name}"
+            raise exit_with(128 + stop.signum, f"{how}: --out {str(out)!r} is as it was "
+                            "(nothing written)") from None
+        say_line(f"wrote {out}: {done.train_tokens:,} train tokens in {len(done.train)} "
+                 f"shard(s), {done.val_tokens:,} val tokens in {len(done.val)}, tokenizer.json "
+                 f"(vocab_size {tok.size})")
+    exit_if_stdout_closed(ctx, f"wrote {str(out)!r}")
+
+
+def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, val_fraction,
+             val_inputs, name, overwrite, should_stop, cleanups):
+    """prepare's work after its checks and lock: the tokenizer, then prepare.prepare with
+    a progress bar on stderr; (Prepared, tokenizer). Raises prepare.Stopped when
+    should_stop() turns true, DataError as prepare.prepare."""
+    P = preparation
+    if tokenizer in ("char", "bpe"):
+        P.check_rereadable(inputs + val_inputs, f"--tokenizer {tokenizer}")
+    learned = 0
+    if tokenizer == "char":
+        tok = P.char_vocab(inputs + val_inputs, should_stop)
+    elif tokenizer == "bpe":
+        # the train split only: the inputs, of which --val-fraction's end validates
+        size = sum(p.stat().st_size for p in inputs if p.is_file())  # bad ones: prepare says
+        limit = int(bpe_sample_mb * 1e6)
+        if not val_inputs:  # the split is in tokens, found later: a margin (checked)
+            limit = min(limit, int(size * (1 - val_fraction) * P.TRAIN_MARGIN))
+        sample = P.text_sample(inputs, limit)
+        n = sum(len(t.encode("utf-8")) for t in sample)
+        say_line(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
+                 f"bytes" + (" (all of them)" if n >= size else
+                             f" of {size:,} (--bpe-sample-mb {bpe_sample_mb:g}"
+                             + ("" if val_inputs else f", --val-fraction {val_fraction:g}")
+                             + ")"))
+        tok = train_bpe(sample, vocab_size)
+        learned = 0 if val_inputs else P.sample_tokens(tok, sample)
+    else:
+        tok = load_tokenizer(tokenizer)
+    total = sum(p.stat().st_size for p in [*inputs, *val_inputs] if p.is_file())
+    bar = tqdm(total=total, unit="B", unit_scale=True, disable=None, leave=False,
+               desc="tokenizing")
+    seen = {"tokens": 0, "t0": time.perf_counter()}
+
+    def progress(n_bytes, n_tokens):
+        seen["tokens"] += n_tokens
+        bar.update(n_bytes)
+        rate = seen["tokens"] / max(time.perf_counter() - seen["t0"], 1e-9)
+        bar.set_postfix_str(f"{rate:,.0f} tok/s", refresh=False)
+
+    try:
+        return P.prepare(inputs, out, tok, name=name, shard_tokens=shard_tokens,
+                         val_fraction=val_fraction, val_inputs=val_inputs, overwrite=overwrite,
+                         progress=progress, learned_tokens=learned, should_stop=should_stop,
+                         cleanups=cleanups), tok
+    finally:
+        bar.close()
 
 
 @main.command()

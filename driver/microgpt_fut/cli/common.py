@@ -127,13 +127,31 @@ def say_line(message: str = "") -> None:
         stdout_closed()
 
 
-def exit_if_stdout_closed(ctx, out: Path, run) -> None:
-    """After a run was saved: when stdout's reader went away, say so on stderr and exit
-    with status 141 (the samples would go nowhere)."""
+def say_error(message: str) -> None:
+    """A line on stderr. When stderr's reader went away too (``train 2>&1 | head -3``),
+    it is dropped and stderr pointed at /dev/null: the exit status still says what
+    happened (click would turn the broken pipe into status 1)."""
+    try:
+        click.echo(message, err=True)
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stderr.fileno())
+            os.close(devnull)
+
+
+def exit_if_stdout_closed(ctx, done: str) -> None:
+    """After a command's work is kept (``done`` says what: a saved checkpoint, written
+    shards): when stdout's reader went away, say so on stderr and exit with status 141
+    (SIGPIPE's; what follows on stdout would go nowhere)."""
     if is_stdout_closed():
-        click.echo(f"stdout was closed (its reader went away): saved the checkpoint of step "
-                   f"{run.step} of {run.num_steps} to {str(out)!r}", err=True)
+        say_error(f"stdout was closed (its reader went away): {done}")
         ctx.exit(141)
+
+
+def saved_step(run, out: Path) -> str:
+    """"saved the checkpoint of step S of N to 'out'": what a stopped run kept."""
+    return f"saved the checkpoint of step {run.step} of {run.num_steps} to {str(out)!r}"
 
 
 def exit_with(code: int, msg: str) -> click.ClickException:
@@ -177,9 +195,9 @@ def exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> 
            "stdout was closed (its reader went away)" if stop.signum == signal.SIGPIPE else
            f"stopped by {stop.name}")
     launcher = f"mpirun -n {world.size} " if world is not None else ""
-    click.echo(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
-               f"to {str(out)!r}; continue with: {launcher}microgpt-fut train --resume "
-               f"{shlex.quote(str(out))}{resume_args}", err=True)
+    say_error(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
+              f"to {str(out)!r}; continue with: {launcher}microgpt-fut train --resume "
+              f"{shlex.quote(str(out))}{resume_args}")
     ctx.exit(128 + stop.signum)
 
 

@@ -2,35 +2,64 @@
 (``microgpt-fut prepare``), as nanoGPT's data/*/prepare.py and llm.c's dev/data scripts
 do it offline, once.
 
-Streaming: the inputs are read in chunks of about a MiB cut at line ends, so memory
-does not grow with them. With a character vocabulary a first pass collects the
-characters; a BPE is trained on a bounded sample (the inputs' first bytes). Every
+Streaming: the inputs are read in chunks of about a MiB, cut where the tokenizer splits
+anyway (``iter_text``), so memory does not grow with them and the tokens are those of
+the whole text. With a character vocabulary a first pass collects the
+characters (of the validation files too); a BPE is trained on a bounded sample (the
+train split's first bytes). Every
 input file is one document: a tokenizer with an end-of-text token puts it before each
 one (llm.c's convention). The validation split is the last ``val_fraction`` of all
 tokens (nanoGPT's ``data[int(n*0.9):]``), or the tokens of the given validation files.
-Each shard is written to a temporary file and renamed when whole; the same inputs and
-options give the same bytes.
+The whole set is written to a hidden folder inside --out and moved into place at the
+end, so a failure or a signal leaves --out as it was; the same inputs and options give
+the same bytes.
 """
 from __future__ import annotations
 
 import codecs
+import contextlib
+import errno
 import os
+import shutil
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from ..errors import DataError
-from .shards import DTYPES, ShardWriter, version_for
+from ..errors import DataError, OptionConflict
+from .shards import DTYPES, ShardWriter, shard_sets, version_for
 from .tokenizer import CharVocab, Tokenizer
 
 CHUNK_BYTES = 1 << 20
+# A BPE learns from at most this part of the train split's bytes: the split is made in
+# tokens, after, and prepare refuses a sample that reaches past it (``learned_tokens``).
+TRAIN_MARGIN = 0.98
+
+
+def _cut(text: str, seps: str) -> int:
+    """The last index i > 0 where text[i] is one of ``seps`` (whitespace) and text[i-1]
+    is not whitespace, else 0. GPT-2's pre-tokenizer never joins a non-space character
+    with the whitespace after it (its pattern's only prefix is one space, before a
+    word), so cutting there gives the same tokens as the whole text (a character
+    vocabulary cuts anywhere)."""
+    for sep in seps:
+        i = text.rfind(sep)
+        while i > 0:
+            if not text[i - 1].isspace():
+                return i
+            i = text.rfind(sep, 0, i)
+    return 0
 
 
 def iter_text(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
-    """The UTF-8 text of a file in pieces that end at a line end (or, in a line longer
-    than a chunk, after a space), a leading byte-order mark dropped.
+    """The UTF-8 text of a file in pieces of about ``chunk_bytes``, a leading byte-order
+    mark dropped. Each piece but the last ends just before a line end (or, in a line
+    longer than a chunk, before a space) that follows a non-space character, where
+    GPT-2's byte-level BPE splits anyway (``_cut``): the tokens of the pieces are the
+    tokens of the whole text. A line without such a place is read whole.
 
     Raises DataError (one line naming the file) when it is missing, unreadable or
     empty, or at the byte offset of the first byte sequence that is not UTF-8.
@@ -63,37 +92,78 @@ def iter_text(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
                 if carry:
                     yield carry
                 return
-            cut = carry.rfind("\n") + 1 or (carry.rfind(" ") + 1 if len(carry) > chunk_bytes
-                                            else 0)
+            cut = _cut(carry, "\n\r") or (_cut(carry, " \t") if len(carry) > chunk_bytes
+                                          else 0)
             if cut:
                 yield carry[:cut]
                 carry = carry[cut:]
 
 
-def char_vocab(inputs: list[Path]) -> CharVocab:
+class Stopped(Exception):
+    """``prepare`` stopped because ``should_stop`` said so (a signal); --out is as before."""
+
+
+def check_rereadable(inputs: list[Path], why: str) -> None:
+    """Raise DataError naming the first input that exists but is not a regular file
+    (a pipe such as /dev/stdin): it cannot be read a second time, as ``why`` needs."""
+    for path in inputs:
+        try:
+            regular = not path.exists() or stat.S_ISREG(path.stat().st_mode)
+        except OSError:
+            continue  # iter_text names what is wrong with it
+        if not regular:
+            raise DataError(f"input {str(path)!r} is not a regular file (a pipe?): {why} "
+                            "reads the inputs twice; save it to a file first, or give "
+                            "--tokenizer PATH (read once)")
+
+
+def char_vocab(inputs: list[Path], should_stop=None) -> CharVocab:
     """The sorted characters of all inputs (nanoGPT's ``sorted(list(set(data)))``),
-    read in one streaming pass."""
+    read in one streaming pass: give the validation files too. should_stop: polled
+    after each piece; ``Stopped`` is raised when it returns true."""
     chars: set[str] = set()
     for path in inputs:
         for piece in iter_text(path):
             chars.update(piece)
+            if should_stop is not None and should_stop():
+                raise Stopped()
     return CharVocab("".join(sorted(chars)))
 
 
-def text_sample(inputs: list[Path], limit_bytes: int) -> str:
-    """The inputs' text, in order, up to the first line end at or after ``limit_bytes``
-    bytes of UTF-8 (or all of it when shorter)."""
+def text_sample(inputs: list[Path], limit_bytes: int) -> list[str]:
+    """The inputs' texts, one str per input in order, up to the first place at or after
+    ``limit_bytes`` bytes of UTF-8 where ``iter_text`` may cut (``_cut``), or all of
+    them when shorter. Because the sample ends where the encoding splits anyway, its
+    tokens are exactly the first ``sample_tokens`` tokens that ``prepare`` writes."""
     out, n = [], 0
     for path in inputs:
+        doc = []
         for piece in iter_text(path):
             raw = piece.encode("utf-8")
             if n + len(raw) >= limit_bytes:
-                rest = raw[limit_bytes - n:]
-                end = limit_bytes - n + (rest.find(b"\n") + 1 or len(rest))
-                return "".join(out) + raw[:end].decode("utf-8")
-            out.append(piece)
+                head = len(raw[:max(limit_bytes - n, 0)].decode("utf-8", "ignore"))
+                rest = _first_cut(piece, head)
+                return out + ["".join(doc) + piece[:rest]]
+            doc.append(piece)
             n += len(raw)
-    return "".join(out)
+        out.append("".join(doc))
+    return out
+
+
+def _first_cut(text: str, start: int) -> int:
+    """The first index >= start where ``_cut`` may cut text (before "\n" or "\r" after a
+    non-space), else len(text)."""
+    for i in range(max(start, 1), len(text)):
+        if text[i] in "\n\r" and not text[i - 1].isspace():
+            return i
+    return len(text)
+
+
+def sample_tokens(tokenizer: Tokenizer, texts: list[str]) -> int:
+    """The number of tokens that ``prepare`` writes for ``text_sample``'s texts (each
+    after the end-of-text token when there is one): the first tokens of the stream."""
+    eot = tokenizer.eot_id is not None
+    return sum(eot + len(tokenizer.encode(t, "the BPE's sample")) for t in texts if t)
 
 
 @dataclass
@@ -108,84 +178,191 @@ class Prepared:
     tokenizer: Path | None = None
 
 
+def check_name(name: str) -> None:
+    """Raise OptionConflict unless ``name`` is a plain file name (no separator, not . or ..,
+    no NUL), so that every shard stays inside --out."""
+    if (not name or name in (".", "..") or "/" in name or "\0" in name
+            or (os.altsep and os.altsep in name)):
+        raise OptionConflict(f"--name {name!r} is not a file name: give a name without '/' "
+                        "(e.g. --name shakespeare)")
+
+
 def _existing(out: Path) -> list[Path]:
-    return sorted(set(out.glob("*_train_*.bin")) | set(out.glob("*_val_*.bin"))
-                  | set(out.glob("tokenizer.json")))
+    """The shard sets and tokenizer.json that ``out`` holds (what --overwrite replaces)."""
+    if not out.is_dir():
+        return []
+    sets = shard_sets(out)
+    found = [p for split in sets.values() for ps in split.values() for p in ps]
+    return sorted(found + [p for p in (out / "tokenizer.json",) if p.is_file()])
+
+
+def check_out_folder(out: Path) -> None:
+    """Raise DataError when ``out`` or a folder above it is a file."""
+    for p in (out, *out.parents):
+        if p.exists() or p.is_symlink():
+            if not p.is_dir():
+                raise DataError(f"--out {str(out)!r}: {str(p)!r} is a file, not a folder; "
+                                "give a folder")
+            return
+
+
+def out_error(out: Path, e: OSError) -> DataError:
+    """An OSError met writing --out as one line naming it."""
+    return DataError(f"cannot write --out {str(out)!r}: {e.strerror or e}"
+                     + (" (give a folder you can write)" if e.errno in
+                        (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR) else ""))
 
 
 def prepare(inputs: list[Path], out: Path, tokenizer: Tokenizer, *, name: str = "data",
             shard_tokens: int = 100_000_000, val_fraction: float = 0.1,
             val_inputs: list[Path] = (), overwrite: bool = False,
-            progress=None) -> Prepared:
+            progress=None, learned_tokens: int = 0, should_stop=None,
+            cleanups: list | None = None) -> Prepared:
     """Tokenize ``inputs`` (and ``val_inputs``) into llm.c shards in ``out``:
-    ``{name}_train_{k:06d}.bin``, ``{name}_val_{k:06d}.bin`` and ``tokenizer.json``.
+    ``{name}_train_{k:06d}.bin``, ``{name}_val_{k:06d}.bin`` and ``tokenizer.json``
+    (a file that ``tokenizers.Tokenizer.from_file`` loads; a character vocabulary as
+    ``CharVocab.hf_tokenizer``).
 
     tokenizer: any Tokenizer (CharVocab of the inputs, a BPE, a loaded one); tokens
     are uint16 shards (llm.c version 1) up to 65,536 tokens of vocabulary, else uint32
     (version 2). val_fraction in [0, 1): the last part of all tokens validates, unless
     val_inputs are given. progress: called with (bytes read, tokens written) after each
-    piece (None: nothing).
+    piece (None: nothing). learned_tokens: how many of the first tokens the tokenizer
+    was trained on (``sample_tokens``); they must all fall in the train split.
+    should_stop: polled after each piece and each shard chunk; when it returns true,
+    ``Stopped`` is raised. cleanups: a list to which the function that removes the
+    unfinished set is appended while it is being written (for a second signal, which
+    ends the process at once), and removed after.
+
+    The whole set is written to a hidden folder inside ``out`` and moved into place
+    at the end, the old set (``overwrite``) moved out first: any failure leaves
+    ``out`` as it was (a folder that ``prepare`` made is removed again).
 
     Raises DataError (one line naming the file or option) for an unreadable, empty or
     non-UTF-8 input, a character the tokenizer does not know, an ``out`` that holds
-    shards or a tokenizer already (unless overwrite: then the old ones are replaced
-    once the new ones are whole), an ``out`` that is a file, a bad shard_tokens or
-    val_fraction, and a split left without tokens.
+    shards or a tokenizer already (unless overwrite), an ``out`` that is a file or
+    cannot be written, a bad name, shard_tokens or val_fraction, a split left without
+    tokens, and a tokenizer that learned from the val split; Stopped as above.
     """
     if shard_tokens < 1:
-        raise DataError(f"--shard-tokens {shard_tokens} must be at least 1")
+        raise OptionConflict(f"--shard-tokens {shard_tokens} must be at least 1")
     if not 0 <= val_fraction < 1:
-        raise DataError(f"--val-fraction {val_fraction} must be in [0, 1)")
-    if out.exists() and not out.is_dir():
-        raise DataError(f"--out {str(out)!r} is a file; give a folder")
-    out.mkdir(parents=True, exist_ok=True)
+        raise OptionConflict(f"--val-fraction {val_fraction} must be in [0, 1)")
+    check_name(name)
+    check_out_folder(out)
     old = _existing(out)
     if old and not overwrite:
         raise DataError(f"--out {str(out)!r} already holds {old[0].name} (and "
                         f"{len(old) - 1} more): give another folder, or --overwrite")
-    version = version_for(tokenizer.size)
-    dtype = DTYPES[version]
-    tmp = {s: out / f".prepare-{s}.tokens.partial" for s in ("train", "val")}
-    writers = {s: ShardWriter(out, name, s, shard_tokens, version) for s in ("train", "val")}
-    done = Prepared()
+    made = not out.exists()
     try:
-        counts = {"train": _tokenize(inputs, tokenizer, tmp["train"], dtype, progress)}
-        counts["val"] = (_tokenize(list(val_inputs), tokenizer, tmp["val"], dtype, progress)
-                         if val_inputs else 0)
-        n_all = counts["train"]
-        if val_inputs:
-            sources = {"train": (tmp["train"], 0, n_all), "val": (tmp["val"], 0, counts["val"])}
-        else:
-            n_train = int(n_all * (1 - val_fraction))
-            sources = {"train": (tmp["train"], 0, n_train), "val": (tmp["train"], n_train, n_all)}
-        for split, (path, lo, hi) in sources.items():
-            if hi - lo == 0 and (split == "train" or val_fraction > 0 or val_inputs):
-                raise DataError(f"the {split} split would hold no tokens: give more input"
-                                + ("" if split == "train" else " or a larger --val-fraction"))
-            tokens = np.memmap(path, dtype=dtype, mode="r") if hi > lo else np.zeros(0, dtype)
-            for i in range(lo, hi, CHUNK_BYTES):
-                writers[split].write(tokens[i:min(hi, i + CHUNK_BYTES)])
-            del tokens
-        done.train, done.val = writers["train"].finish(), writers["val"].finish()
-        done.train_tokens = sources["train"][2] - sources["train"][1]
-        done.val_tokens = sources["val"][2] - sources["val"][1]
-        done.tokenizer = out / "tokenizer.json"
-        part = out / ".tokenizer.json.partial"
-        part.write_text(tokenizer.to_json(), encoding="utf-8")
-        os.replace(part, done.tokenizer)
-    except BaseException:
-        for w in writers.values():
-            w.abort()
-        raise
+        out.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=".prepare-", dir=out))
+    except OSError as e:
+        raise out_error(out, e) from None
+
+    def remove_stage():
+        shutil.rmtree(stage, ignore_errors=True)
+        if made:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only when nothing else was put there meanwhile
+
+    if cleanups is not None:
+        cleanups.append(remove_stage)
+    try:
+        done = _write_set(inputs, stage, tokenizer, name, shard_tokens, val_fraction,
+                          list(val_inputs), progress, learned_tokens, should_stop or bool)
+        _swap_in(stage, out, old, done)
+    except OSError as e:
+        raise out_error(out, e) from None
     finally:
-        for p in tmp.values():
-            p.unlink(missing_ok=True)
-    for p in set(old) - set(done.train) - set(done.val) - {done.tokenizer}:
-        p.unlink(missing_ok=True)  # an --overwrite's leftovers (more shards than now)
+        remove_stage()
+        if cleanups is not None:
+            cleanups.remove(remove_stage)
     return done
 
 
-def _tokenize(files: list[Path], tok: Tokenizer, dest: Path, dtype, progress) -> int:
+def _write_set(inputs, stage: Path, tokenizer: Tokenizer, name: str, shard_tokens: int,
+               val_fraction: float, val_inputs: list[Path], progress, learned_tokens: int,
+               should_stop) -> Prepared:
+    """prepare's whole set, written in ``stage``; the paths are those in ``stage``."""
+    version = version_for(tokenizer.size)
+    dtype = DTYPES[version]
+    tmp = {s: stage / f"{s}.tokens" for s in ("train", "val")}
+    writers = {s: ShardWriter(stage, name, s, shard_tokens, version) for s in ("train", "val")}
+    counts = {"train": _tokenize(inputs, tokenizer, tmp["train"], dtype, progress, should_stop)}
+    counts["val"] = (_tokenize(val_inputs, tokenizer, tmp["val"], dtype, progress, should_stop)
+                     if val_inputs else 0)
+    n_all = counts["train"]
+    if val_inputs:
+        sources = {"train": (tmp["train"], 0, n_all), "val": (tmp["val"], 0, counts["val"])}
+    else:
+        n_train = int(n_all * (1 - val_fraction))
+        sources = {"train": (tmp["train"], 0, n_train), "val": (tmp["train"], n_train, n_all)}
+    for split, (path, lo, hi) in sources.items():
+        if hi - lo == 0 and (split == "train" or val_fraction > 0 or val_inputs):
+            raise DataError(f"the {split} split would hold no tokens: give more input"
+                            + ("" if split == "train" else " or a larger --val-fraction"))
+    if learned_tokens > sources["train"][2]:
+        raise DataError(f"the BPE learned from {learned_tokens:,} tokens, more than the train "
+                        f"split's {sources['train'][2]:,}: give a smaller --bpe-sample-mb or "
+                        "--val-fraction")
+    for split, (path, lo, hi) in sources.items():
+        tokens = np.memmap(path, dtype=dtype, mode="r") if hi > lo else np.zeros(0, dtype)
+        for i in range(lo, hi, CHUNK_BYTES):
+            if should_stop():
+                raise Stopped()
+            writers[split].write(tokens[i:min(hi, i + CHUNK_BYTES)])
+        del tokens
+    done = Prepared(writers["train"].finish(), writers["val"].finish(),
+                    sources["train"][2] - sources["train"][1],
+                    sources["val"][2] - sources["val"][1], stage / "tokenizer.json")
+    text = (tokenizer.hf_tokenizer().to_str() if isinstance(tokenizer, CharVocab)
+            else tokenizer.to_json())
+    with open(done.tokenizer, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    for p in tmp.values():
+        p.unlink(missing_ok=True)
+    return done
+
+
+def _swap_in(stage: Path, out: Path, old: list[Path], done: Prepared) -> None:
+    """Move the old set (``old``) into ``stage/.old`` and the new one from ``stage`` into
+    ``out``; ``done``'s paths then point into ``out``. Undone when a move fails."""
+    trash = stage / ".old"
+    trash.mkdir()
+    new = [*done.train, *done.val, done.tokenizer]
+    moved_old, moved_new = [], []
+    try:
+        for p in old:
+            os.replace(p, trash / p.name)
+            moved_old.append(p)
+        for p in new:
+            os.replace(p, out / p.name)
+            moved_new.append(p)
+    except BaseException:
+        for p in moved_new:
+            with contextlib.suppress(OSError):
+                os.replace(out / p.name, p)
+        for p in moved_old:
+            with contextlib.suppress(OSError):
+                os.replace(trash / p.name, p)
+        raise
+    done.train = [out / p.name for p in done.train]
+    done.val = [out / p.name for p in done.val]
+    done.tokenizer = out / done.tokenizer.name
+    with contextlib.suppress(OSError):
+        fd = os.open(out, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _tokenize(files: list[Path], tok: Tokenizer, dest: Path, dtype, progress,
+              should_stop) -> int:
     """Every file's tokens, each file after the end-of-text token when there is one,
     appended to ``dest`` as raw ``dtype``; the number of tokens."""
     n = 0
@@ -201,4 +378,6 @@ def _tokenize(files: list[Path], tok: Tokenizer, dest: Path, dtype, progress) ->
                 n += len(ids)
                 if progress is not None:
                     progress(len(piece.encode("utf-8")), len(ids))
+                if should_stop():
+                    raise Stopped()
     return n

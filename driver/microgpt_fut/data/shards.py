@@ -17,11 +17,12 @@ import io
 import json
 import os
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, OptionConflict
 from .text import TextData
 from .tokenizer import CharVocab, Tokenizer, find_tokenizer_files, load_tokenizer
 
@@ -203,30 +204,57 @@ def read_meta(path: str | Path) -> dict:
 
 # --------------------------------------------------------------------------- a folder
 
-def _shards(folder: Path, split: str) -> list[Path]:
-    """llm.c's shard names for a split: ``*_{split}_*.bin`` or ``*_{split}.bin``."""
-    found = set(folder.glob(f"*_{split}_*.bin")) | set(folder.glob(f"*_{split}.bin"))
-    return sorted(found)
+# llm.c's shard names: {name}_{split}_{index:06d}.bin (dev/data/fineweb.py), or one shard
+# {name}_{split}.bin (dev/data/tinyshakespeare.py's tiny_shakespeare_val.bin)
+SHARD_NAME = re.compile(r"(?P<name>.+)_(?P<split>train|val)(?:_(?P<index>\d{6}))?\.bin")
+
+
+def shard_sets(folder: Path) -> dict[str, dict[str, list[Path]]]:
+    """The llm.c shards of a folder grouped by name, then split: {name: {"train": [...],
+    "val": [...]}}, each list in index order. A file counts only when its whole name is
+    ``{name}_{split}_{index:06d}.bin`` or ``{name}_{split}.bin`` (``SHARD_NAME``); the
+    name is what precedes the last ``_{split}`` (so a name that itself holds ``_train``
+    or ``_val`` stays one name)."""
+    sets: dict[str, dict[str, list[Path]]] = {}
+    for path in sorted(folder.iterdir()):
+        m = SHARD_NAME.fullmatch(path.name)
+        if m and path.is_file():
+            sets.setdefault(m["name"], {"train": [], "val": []})[m["split"]].append(path)
+    return sets
 
 
 def find_splits(folder: str | Path) -> tuple[list[Path], list[Path], str]:
     """The train and val token files of a folder and their format ("llm.c" or
-    "nanogpt"): llm.c's shards named ``*_train_*.bin``/``*_val_*.bin`` (as its
-    scripts and ``prepare`` write them), else nanoGPT's ``train.bin``/``val.bin``
-    (raw, or with llm.c's header). Raises DataError when there are none."""
+    "nanogpt"): llm.c's shards named exactly ``{name}_train_{k:06d}.bin`` and
+    ``{name}_val_{k:06d}.bin`` (as its scripts and ``prepare`` write them), else
+    nanoGPT's ``train.bin``/``val.bin`` (raw, or with llm.c's header).
+
+    Raises DataError (one line naming the folder) when there are none, when the shards
+    carry more than one name (which set to train on would be a guess), or when a
+    name has validation shards but no training shards.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(f"--data {str(folder)!r} is not a folder of token shards "
                         "(--data-format tokens; make one with `microgpt-fut prepare`)")
-    train, val = _shards(folder, "train"), _shards(folder, "val")
-    if train:
-        return train, val, "llm.c"
+    sets = shard_sets(folder)
+    if len(sets) > 1:
+        names = sorted(sets)
+        raise DataError(f"--data {str(folder)!r} holds shards of {len(names)} names "
+                        f"({', '.join(map(repr, names[:3]))}{', ...' if len(names) > 3 else ''})"
+                        ": keep one set per folder (move the others away)")
+    if sets:
+        (name, split), = sets.items()
+        if not split["train"]:
+            raise DataError(f"--data {str(folder)!r}: the shards {name}_val_*.bin have no "
+                            f"{name}_train_*.bin beside them")
+        return split["train"], split["val"], "llm.c"
     t, v = folder / "train.bin", folder / "val.bin"
     if t.is_file():
         fmt = "llm.c" if is_llmc(t) else "nanogpt"
         return [t], [v] if v.is_file() else [], fmt
-    raise DataError(f"--data {str(folder)!r} holds no token shards (*_train_*.bin, or "
-                    "train.bin): make them with `microgpt-fut prepare`")
+    raise DataError(f"--data {str(folder)!r} holds no token shards ({{name}}_train_000000.bin,"
+                    " or train.bin): make them with `microgpt-fut prepare`")
 
 
 def digest(identity: list[dict]) -> str:
@@ -327,8 +355,9 @@ def load_tokens(folder: str | Path, block_size: int,
     shard set's identity (names, sizes, samples), not of every byte.
 
     Raises DataError (one line naming the folder or file) when there are no shards, a
-    shard is bad (``open_shard``), there is no tokenizer, a token is out of range, or
-    a split is shorter than block_size + 1 tokens (the val split may be absent).
+    shard is bad (``open_shard``), there is no tokenizer or a token is out of range;
+    OptionConflict (naming --block-size) when a split is shorter than block_size + 1
+    tokens (the val split may be absent).
     """
     folder = Path(folder)
     train_files, val_files, fmt = find_splits(folder)
@@ -340,7 +369,7 @@ def load_tokens(folder: str | Path, block_size: int,
     for split, stream in (("training", train), ("validation", val)):
         stream.check_below(tok.size)
         if (stream is train or len(stream)) and len(stream) < block_size + 1:
-            raise DataError(f"--data {str(folder)!r}: the {split} shards hold {len(stream)} "
+            raise OptionConflict(f"--data {str(folder)!r}: the {split} shards hold {len(stream)} "
                             f"tokens; --block-size {block_size} needs at least "
                             f"{block_size + 1}")
     sha = digest(train.identity() + val.identity())

@@ -198,8 +198,9 @@ def _gpt2_pipeline(tok) -> None:
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
 
 
-def train_bpe(text: str, vocab_size: int) -> HFTokenizer:
-    """A GPT-2-style byte-level BPE trained on ``text`` with ``tokenizers``' BpeTrainer:
+def train_bpe(text: str | list[str], vocab_size: int) -> HFTokenizer:
+    """A GPT-2-style byte-level BPE trained on ``text`` (a str, or one str per document)
+    with ``tokenizers``' BpeTrainer:
     ids 0..255 the 256 byte symbols, then the merges, then ``<|endoftext|>`` as a
     special token with the last id (GPT-2's layout: 50257 = 256 + 50000 + 1).
     ``size`` is vocab_size, or less when the text has too few pairs to merge.
@@ -217,7 +218,7 @@ def train_bpe(text: str, vocab_size: int) -> HFTokenizer:
     trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   special_tokens=[])
-    tok.train_from_iterator([text], trainer)
+    tok.train_from_iterator([text] if isinstance(text, str) else text, trainer)
     tok.add_special_tokens([AddedToken(EOT, special=True)])
     return HFTokenizer(tok)
 

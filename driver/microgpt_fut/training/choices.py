@@ -32,9 +32,10 @@ class Example:
 
 def read_examples(path: str | Path) -> list[Example]:
     """The examples of a HellaSwag-style jsonl file. Raises DataError (one line naming
-    the file and line number) for a missing or unreadable file, a line that is not a
-    JSON object with ``ctx`` (str), ``endings`` (a list of at least two str) and
-    ``label`` (an int indexing them), and a file without examples."""
+    the file and line number, and what is wrong) for a missing or unreadable file, a
+    line that is not a JSON object with ``ctx`` (a non-empty str), ``endings`` (a list
+    of at least two non-empty str) and ``label`` (an int, or a str of digits as in
+    Hugging Face's HellaSwag, indexing them), and a file without examples."""
     path = Path(path)
     where = f"choices file {str(path)!r}"
     try:
@@ -51,28 +52,52 @@ def read_examples(path: str | Path) -> list[Example]:
             obj = json.loads(line)
         except ValueError as e:
             raise DataError(f"{where} line {no} is not JSON: {str(e).splitlines()[0]}") from None
-        ends = obj.get("endings") if isinstance(obj, dict) else None
-        label = obj.get("label") if isinstance(obj, dict) else None
-        if not (isinstance(obj, dict) and isinstance(obj.get("ctx"), str)
-                and isinstance(ends, list) and len(ends) >= 2
-                and all(isinstance(e, str) for e in ends)
-                and isinstance(label, int) and not isinstance(label, bool)
-                and 0 <= label < len(ends)):
-            raise DataError(f"{where} line {no}: want an object with ctx (text), endings "
-                            "(a list of two or more texts) and label (the right ending's "
-                            "index)")
-        out.append(Example(obj["ctx"], tuple(ends), label))
+        out.append(_example(obj, f"{where} line {no}"))
     if not out:
         raise DataError(f"{where} holds no examples")
     return out
+
+
+def _example(obj, where: str) -> Example:
+    """One jsonl object as an Example; DataError naming ``where`` and what is wrong."""
+    if not isinstance(obj, dict):
+        raise DataError(f"{where}: want an object with ctx (text), endings (a list of two or "
+                        "more texts) and label (the right ending's index)")
+    ctx, ends, label = obj.get("ctx"), obj.get("endings"), obj.get("label")
+    if not isinstance(ctx, str):
+        raise DataError(f"{where}: ctx must be a text, got {_shown(ctx)}")
+    if not (isinstance(ends, list) and len(ends) >= 2 and all(isinstance(e, str) for e in ends)):
+        raise DataError(f"{where}: endings must be a list of two or more texts, got "
+                        f"{_shown(ends)}")
+    # an empty text has no token to score (an empty context: the ending's first token
+    # has nothing before it), so its loss would be 0 or NaN and win every time
+    if not ctx.strip():
+        raise DataError(f"{where}: ctx is empty; every example needs a context")
+    for k, e in enumerate(ends):
+        if not e.strip():
+            raise DataError(f"{where}: ending {k} is empty; every ending needs text to score")
+    if isinstance(label, str) and label.isascii() and label.isdigit():
+        label = int(label)  # Hugging Face's HellaSwag has string labels ("1")
+    if isinstance(label, bool) or not isinstance(label, int):
+        raise DataError(f"{where}: label must be the right ending's index (an integer such "
+                        f"as 0 or \"0\"), got {_shown(label)}")
+    if not 0 <= label < len(ends):
+        raise DataError(f"{where}: label {label} is out of range for {len(ends)} endings "
+                        f"(0 to {len(ends) - 1})")
+    return Example(ctx, tuple(ends), label)
+
+
+def _shown(value) -> str:
+    return "nothing (it is missing)" if value is None else f"{json.dumps(value)[:40]}"
 
 
 def render(ex: Example, tok: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """hellaswag.py ``render_example``: tokens int64 [n_endings, n] (context + " " +
     ending, right-padded with 0) and mask float64 [n_endings, n] (1 on the ending's
     tokens)."""
-    ctx = tok.encode(ex.ctx, "a choices context").tolist()
-    rows = [ctx + tok.encode(" " + e, "a choices ending").tolist() for e in ex.endings]
+    ctx = tok.encode(ex.ctx, "its context").tolist()
+    rows = [ctx + tok.encode(" " + e, f"its ending {k}").tolist()
+            for k, e in enumerate(ex.endings)]
     n = max(map(len, rows))
     tokens = np.zeros((len(rows), n), np.int64)
     mask = np.zeros((len(rows), n))

@@ -30,7 +30,7 @@ from . import checkpoint as ckpt
 from . import hf
 from .checkpoint import Checkpoint
 from ..data.tokenizer import BPE_MIN_VOCAB
-from ..errors import OptionConflict, ResumeConflict, ResumeError
+from ..errors import DataError, OptionConflict, ResumeConflict, ResumeError
 from .family import FAMILIES, Family
 from .kinds import KINDS, Kind
 from .settings import Settings
@@ -53,17 +53,17 @@ def opt(name: str) -> str:
     return "--bias/--no-bias" if name == "bias" else "--" + name.replace("_", "-")
 
 
-def applies_to(name: str) -> str:
-    """Where a train option applies, from the declarations: "" for every run, else e.g.
-    "--arch gpt2" or "--data-format text and tokens"."""
+def applies_to(name: str) -> tuple[str, list[str]]:
+    """Where a train option applies, from the declarations: ("--arch", ["gpt2"]),
+    ("--data-format", ["text", "tokens"]), or ("", []) for every run."""
     if name in EVERY_RUN:
-        return ""
+        return "", []
     archs = [f.arch for f in FAMILIES.values()
              if name in f.size_options or name in f.optimizer_options]
     if archs:
-        return "" if len(archs) == len(FAMILIES) else "--arch " + " and ".join(archs)
+        return ("", []) if len(archs) == len(FAMILIES) else ("--arch", archs)
     kinds = [k.name for k in KINDS.values() if name in k.options]
-    return "" if len(kinds) == len(KINDS) else "--data-format " + " and ".join(kinds)
+    return ("", []) if len(kinds) == len(KINDS) else ("--data-format", kinds)
 
 
 def reads(family: Family, kind: Kind, name: str) -> bool:
@@ -118,10 +118,16 @@ class Plan:
 
     def config(self, data):
         """The model's config: the checkpoint's, else the family's of the sizes and the
-        vocabulary of the opened data."""
+        vocabulary of the opened data. Raises DataError naming --data when that
+        vocabulary is smaller than the family's least (a text of one character)."""
         if self.model is not None:
             return self.model.config
-        return self.family.config(self.kind.vocab_size(data), self.sizes)
+        config = self.family.config(self.kind.vocab_size(data), self.sizes)
+        if config.vocab_size < config.min_vocab:
+            raise DataError(f"--data {str(self.data)!r}: its tokenizer has {config.vocab_size} "
+                            f"token(s); a model needs at least {config.min_vocab} (give a text "
+                            "of more characters)")
+        return config
 
     def start(self, rt, data, config, exchange=None):
         """The run.Run: resumed, or fresh (from the init model's weights)."""
@@ -185,8 +191,9 @@ def make(o: dict, given: dict) -> Plan:
     family, kind = family_and_kind(o, given)
     for name in given:
         if not reads(family, kind, name):
-            raise OptionConflict(f"{opt(name)} applies to {applies_to(name)}; this run is "
-                                 f"--arch {family.arch} on --data-format {kind.name}")
+            where, values = applies_to(name)
+            raise OptionConflict(f"{opt(name)} applies to {where} {' and '.join(values)}; this "
+                                 f"run is --arch {family.arch} on --data-format {kind.name}")
     if o["resume"] is not None:
         return _resume(o, given, family, kind)
     settings = Settings(o["steps"], o["batch_size"], family.optimizer(o, o["steps"]),
