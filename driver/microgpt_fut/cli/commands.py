@@ -101,7 +101,7 @@ class _Group(_OneLineUsage, click.Group):
     command_class = _Command
 
     def main(self, args=None, prog_name=None, **extra):
-        """click's main; started by an MPI launcher as several processes, cli_mpi's: rank
+        """click's main; started by an MPI launcher as several processes, cli/mpi.py's: rank
         0 runs the command, and for ``train`` the other ranks train with it."""
         if launched()[1] > 1 and extra.get("standalone_mode", True):
             cli_mpi.main(lambda **kw: super(_Group, self).main(args, prog_name,
@@ -406,7 +406,7 @@ def train(ctx, **o):
     s, kind = p.settings, p.kind
     rows = s.batch_size * s.grad_accum
     cli_mpi.check_split(world, rows, f"--batch-size {s.batch_size}" + (
-        f" x --grad-accum {s.grad_accum} = {rows} rows a step" if s.grad_accum > 1 else ""))
+        f" x --grad-accum {s.grad_accum} = {rows} windows a step" if kind.evaluates else ""))
     out = p.out
     check_out(out, p.data, p.resume_path, o["overwrite"])
     lock_out(ctx, out)

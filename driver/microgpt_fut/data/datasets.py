@@ -3,7 +3,7 @@
 Two kinds serve every model family (run.Run):
 
 - ``Lines``: documents, one per line, each a row [BOS] + characters + [BOS]
-  (microgpt's names; data.py). The documents are shuffled once under the seed and
+  (microgpt's names; lines.py). The documents are shuffled once under the seed and
   step s takes documents (s*B + i) % N, so a step's rows depend only on (seed, s).
   No evaluation.
 - ``Stream``: one stream of tokens (a text file, text.py, or token shards,
@@ -24,7 +24,7 @@ from .text import TextData
 
 
 class Lines:
-    """Documents as rows (data.Vocab.encode), in microgpt's order under ``seed``.
+    """Documents as rows (lines.Vocab.encode), in microgpt's order under ``seed``.
 
     docs: the documents in file order; info: where they came from (its sha256 is the
     identity a resume checks); vocab: the model's characters (with BOS);
@@ -51,7 +51,7 @@ class Lines:
 
     def batches(self, first: int, k: int, settings) -> tuple[np.ndarray, np.ndarray, int]:
         """Steps first+1..first+k: (tokens int64 [K, 1, B, T+1], n_pos int64 [K, 1, B],
-        valid positions in all), B = settings.batch_size (data.batch_indices)."""
+        valid positions in all), B = settings.batch_size (lines.batch_indices)."""
         idx = batch_indices(first, k, settings.batch_size, len(self.order))
         n_pos = self.n_pos[idx]
         return self.tokens[idx][:, None], n_pos[:, None], int(n_pos.sum())

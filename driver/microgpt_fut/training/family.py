@@ -1,12 +1,13 @@
 """A model family as a run sees it: the Python side of futhark/gpt_model.fut's ``gpt_model``.
 
-Two families share every run (run.Run): microgpt (model.py: rmsnorm, ReLU, no
-biases, Adam with microgpt's linear decay, ``Adam``) and GPT-2 (gpt2.py:
+Two families share every run (run.Run): microgpt (models/microgpt.py: rmsnorm, ReLU, no
+biases, Adam with microgpt's linear decay, ``Adam``) and GPT-2 (models/gpt2.py:
 LayerNorm, GELU, tied head, nanoGPT's AdamW recipe, ``gpt2.Recipe``). A family
 says how to make its model (on the device, or on the host over --threads
-contexts and MPI ranks: data_parallel.py), how one device call trains K steps,
+contexts and MPI ranks: parallel/host_state.py), how one device call trains K steps,
 how an evaluation batch is scored, and what its optimiser's settings are called
-in a checkpoint. Nothing here knows the data.
+in a checkpoint; and which options it reads: its sizes and its optimiser's, with
+their defaults and checks (training/plan.py reads them). Nothing here knows the data.
 """
 from __future__ import annotations
 
@@ -157,7 +158,7 @@ class Family:
               exchange: Exchange | None = None, params=None, m=None, v=None, step: int = 0):
         """The run's model: fresh under ``seed`` (params None) or from the arrays
         (float32, config.shapes(); moments zero when not given), on the device, or over
-        ``contexts`` c contexts and the MPI ranks of ``exchange`` (data_parallel.py).
+        ``contexts`` c contexts and the MPI ranks of ``exchange`` (parallel/host_state.py).
         Raises ValueError for a shape that does not match config."""
         if uses_host_state(contexts, exchange):
             rts = runtimes(rt, contexts)
@@ -183,7 +184,7 @@ class Family:
 
     def names(self, model, seed: int, n: int, temperature: float, first: int) -> np.ndarray:
         """Samples first..first+n-1 of a model trained on lines: int64 [n, block_size],
-        each from BOS until the next BOS (then padded with BOS: data.Vocab.decode stops
+        each from BOS until the next BOS (then padded with BOS: data/lines.py's Vocab.decode stops
         there); sample i draws from random stream i under seed."""
         raise NotImplementedError
 

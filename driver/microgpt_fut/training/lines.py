@@ -1,4 +1,5 @@
-"""The training loop and name generation, as plain Python functions (the CLI calls them).
+"""A run on documents, one per line (microgpt's names): ``Training``, run.Run over a
+datasets.Lines made from the documents themselves.
 
 microgpt's job: shuffle the documents once under the seed, then step s trains on
 documents (s*B + i) % N (B = 1: ``docs[step % len(docs)]``) with Adam and a
@@ -9,6 +10,9 @@ A run (``Training``) can stop after any call, be written to a checkpoint and be
 continued from it (``Training.resume``): the data order is a function of the
 seed and the documents, and the cursor is step * batch_size, so a resumed run
 computes exactly what the uninterrupted run would have.
+
+``train`` (a whole fresh run in one call) and ``TrainSettings`` are bench/worker.py's
+(issue 36 item 3 moves bench onto the command line's own classes).
 """
 from __future__ import annotations
 
@@ -54,16 +58,13 @@ class Training(Run):
         """A fresh run on docs: the family's initialisation under settings.seed, or
         (``train --init-from``) the weights ``params`` (arrays of config's shapes) with
         the optimiser's moments at zero. config's class is the family (GPTConfig:
-        microgpt, GPT2Config: GPT-2); settings: TrainSettings (microgpt's Adam) or
-        text_training.TextSettings (any optimiser).
+        microgpt, GPT2Config: GPT-2); settings: settings.Settings (either optimiser).
 
         vocab: the model's vocabulary (default: the data's, ``Vocab.from_docs(docs)``);
         config.vocab_size must be its size. exchange: an MPIExchange when MPI ranks
         share each batch. Raises ValueError (naming the option) for bad settings or
         sizes, and when a document has a character outside vocab.
         """
-        settings.validate()
-        config.validate()
         if not docs:
             raise ValueError("no documents to train on")
         vocab = vocab or Vocab.from_docs(docs)
@@ -89,7 +90,6 @@ class Training(Run):
         documents or ck cannot continue (no Adam moments or loss history, step
         beyond the total).
         """
-        settings.validate()
         if ck.m is None or ck.v is None:
             raise ValueError("the checkpoint was loaded without Adam's moments")
         if data.sha256 != ck.train.get("data_sha256"):
@@ -142,8 +142,8 @@ def train(rt: Runtime, docs: list[str], settings: Settings = Settings(), *,
           report_every: int = 100) -> TrainResult:
     """Train a fresh model (Model.init under settings.seed) on docs, all steps.
 
-    The vocabulary comes from docs (data.Vocab); documents are shuffled as
-    microgpt does (data.shuffled) and encoded by Vocab.encode. ``progress`` as
+    The vocabulary comes from docs (data/lines.py's Vocab); documents are shuffled
+    as microgpt does (``shuffled``) and encoded by Vocab.encode. ``progress`` as
     in ``Training.run``. Raises ValueError (naming the option) for bad settings
     or sizes, Diverged on a NaN or infinity, and the runtime's errors.
     """

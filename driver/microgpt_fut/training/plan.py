@@ -298,7 +298,6 @@ def _resume(o: dict, given: dict, family: Family, kind: Kind) -> Plan:
     except KeyError as e:
         raise ResumeError(f"{where} lacks the {e.args[0]!r} metadata its run needs to "
                           "resume") from None
-    settings.validate()
     data = o["data"] if o["data"] is not None else kind.stored_data(ck, where)
     choices = o["eval_choices"] or t.get("eval_choices")
     return Plan(family, kind, settings, o["out"] if "out" in given else path, data,

@@ -16,10 +16,8 @@ a call's worth at a time and then step by step within the bad call, and is left 
 the last finite step (``diverged``), with the losses of the replayed good steps
 recorded as a run that never diverged records them.
 
-settings (trainer.TrainSettings or text_training.TextSettings, read by duck
-typing): num_steps, batch_size, seed, steps_per_call, threads, grad_accum,
-optimizer (family.Adam or gpt2.Recipe), to_train(); and for stream datasets
-eval_every, eval_iters.
+settings: settings.Settings (num_steps, batch_size, grad_accum, the optimizer, seed,
+steps_per_call, threads; eval_every and eval_iters for stream datasets).
 """
 from __future__ import annotations
 

@@ -48,8 +48,6 @@ class TextTraining(Run):
         config.vocab_size must be the tokenizer's size, or (a model whose vocabulary
         is padded, like nanoGPT's 50304) larger. Raises ValueError naming the option
         for bad settings or sizes."""
-        settings.validate()
-        config.validate()
         if config.vocab_size != data.vocab.size and not (
                 params is not None and config.vocab_size > data.vocab.size):
             raise ValueError(f"vocab_size {config.vocab_size} does not match the text's "
@@ -63,7 +61,6 @@ class TextTraining(Run):
         """The stream run saved in ck, continued on data (the same text or shards,
         checked by SHA-256; on the MPI ranks of ``exchange``, if given). Raises
         ValueError when it cannot continue."""
-        settings.validate()
         if ck.arch == "gpt2" and ck.norms is None:
             raise ValueError("the checkpoint lacks its gradient norms ('train.grad_norms')")
         if data.sha256 != ck.train.get("data_sha256"):
