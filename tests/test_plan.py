@@ -173,3 +173,18 @@ def test_microgpt_reads_its_betas_on_every_dataset(tmp_path):
     assert r.exit_code == 0, r.output
     t = ckpt.load(out).train
     assert (t["beta1"], t["beta2"]) == (0.5, 0.9)
+
+
+def test_the_resume_hint_keeps_threads_on_every_dataset(text, tmp_path, monkeypatch):
+    """After Ctrl-C the hint repeats --threads for a run on text as for one on lines (it
+    did on lines only): a resumed run is bit-identical only with the same contexts."""
+    need_backend("c")
+    from microgpt_fut.parallel.host_state import DataParallelModel
+
+    out = tmp_path / "m.safetensors"
+    with monkeypatch.context() as m:
+        sigint_at_step(m, DataParallelModel, 4)
+        r = run("train", "--data-format", "text", "--data", text, *SIZES, "--threads", 2,
+                "--steps", 8, "--steps-per-call", 4, "--samples", 0, "--out", out)
+    assert r.exit_code == 130, r.output
+    assert r.stderr.strip().endswith(f"--resume {out} --threads 2"), r.stderr

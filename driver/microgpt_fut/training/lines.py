@@ -106,13 +106,10 @@ class Training(Run):
 
 @dataclass
 class TrainResult:
-    """A finished run: the model on the device and what happened.
-
-    losses: float32 [num_steps], the loss of each step before its update
-    (mean negative log-likelihood per valid position, nats). tokens: number of
-    valid positions trained on (sum of n_pos). n_cut: documents longer than
-    block_size-1 characters, cut to fit.
-    """
+    """A finished run (``train``): the model on the device, its vocabulary, its settings,
+    losses float32 [num_steps] (each step's loss before its update: the mean negative
+    log-likelihood per valid position, nats), the documents, those cut to block_size,
+    the valid positions trained on, the seconds it took, and the run itself."""
 
     model: Model
     vocab: Vocab
@@ -123,17 +120,6 @@ class TrainResult:
     tokens: int
     seconds: float
     training: Training | None = None
-
-    def mean_loss(self, last: int = 100) -> float:
-        """Mean loss of the last min(last, num_steps) steps."""
-        return float(np.mean(self.losses[-last:]))
-
-    def checkpoint(self, data: str = "") -> Checkpoint:
-        """The model, Adam's moments, the settings and the losses, ready for checkpoint.save."""
-        ck = self.training.checkpoint()
-        if data:
-            ck.train["data"] = data
-        return ck
 
 
 def train(rt: Runtime, docs: list[str], settings: Settings = Settings(), *,
