@@ -23,6 +23,16 @@ from .lines import DataInfo, Vocab, batch_indices, shuffled
 from .text import TextData
 
 
+def other_documents(info: DataInfo, train: dict) -> str:
+    """Why the documents ``info`` describes cannot resume the run of a checkpoint's
+    ``train`` entries (they are not its documents): one line naming both sources."""
+    source = repr(info.path) if info.path else "the built-in dataset"
+    theirs = repr(train.get("data_path")) if train.get("data_path") else "the built-in dataset"
+    return (f"refusing to resume on other data: {source} has {info.n_docs} documents that "
+            f"differ from the {train.get('n_docs')} the checkpoint was trained on (from "
+            f"{theirs}; SHA-256 {str(train.get('data_sha256'))[:12]}...)")
+
+
 class Lines:
     """Documents as rows (lines.Vocab.encode), in microgpt's order under ``seed``.
 
@@ -55,6 +65,11 @@ class Lines:
         idx = batch_indices(first, k, settings.batch_size, len(self.order))
         n_pos = self.n_pos[idx]
         return self.tokens[idx][:, None], n_pos[:, None], int(n_pos.sum())
+
+    def other_data(self, train: dict) -> str:
+        """Why these documents cannot resume the run of a checkpoint's ``train`` entries
+        (``other_documents``)."""
+        return other_documents(self.info, train)
 
     def train_entries(self, step: int, settings) -> dict:
         """The checkpoint's data entries: description, absolute path ("" built-in),
@@ -102,6 +117,14 @@ class Stream:
         """nanoGPT estimate_loss's batches of ``split`` at ``step``: int64 [I, B, T+1]."""
         s = settings
         return self.data.eval_batches(split, s.seed, step, s.eval_iters, s.batch_size)
+
+    def other_data(self, train: dict) -> str:
+        """Why this stream cannot resume the run of a checkpoint's ``train`` entries (its
+        SHA-256 differs): one line naming both paths."""
+        what = "shards" if self.data_format == "tokens" else "text"
+        return (f"refusing to resume on other data: {self.data.path!r} is not the {what} the "
+                f"checkpoint was trained on ({train.get('data_path')!r}, SHA-256 "
+                f"{str(train.get('data_sha256'))[:12]}...)")
 
     def train_entries(self, step: int, settings, description: str = "") -> dict:
         """The checkpoint's data entries: description, absolute path, sha256 (of the file,

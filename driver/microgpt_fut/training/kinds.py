@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .checkpoint import Checkpoint
+from ..data.datasets import other_documents
 from ..data.lines import DataInfo, Vocab, load_data, read_text
 from ..data.shards import folder_tokenizer, find_splits, load_tokens
 from ..data.text import TextData, load_text
@@ -102,16 +103,10 @@ class LinesKind(Kind):
         vocabulary: the data's characters, or the fixed model's, which must hold every
         character of the data. Raises DataError naming the file, OptionConflict for a
         --batch-size larger than the data, ResumeError for other documents than a
-        resumed run's."""
+        resumed run's (datasets.other_documents)."""
         docs, info = load_data(plan.data, plan.encoding)
         if plan.resume is not None and info.sha256 != plan.resume.train["data_sha256"]:
-            t = plan.resume.train
-            source = repr(info.path) if info.path else "the built-in dataset"
-            theirs = repr(t["data_path"]) if t["data_path"] else "the built-in dataset"
-            raise ResumeError(f"refusing to resume {plan.where} on other data: {source} has "
-                              f"{info.n_docs} documents that differ from the {t['n_docs']} it "
-                              f"was trained on (from {theirs}; SHA-256 "
-                              f"{t['data_sha256'][:12]}...)")
+            raise ResumeError(other_documents(info, plan.resume.train))  # identity first
         vocab = plan.tokenizer if plan.tokenizer is not None else Vocab.from_docs(docs)
         unknown = sorted(set("".join(docs)) - set(vocab.chars))
         if unknown:

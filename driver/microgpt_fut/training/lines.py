@@ -23,7 +23,7 @@ import numpy as np
 
 from .checkpoint import Checkpoint
 from ..data.lines import DataInfo, Vocab, docs_sha256
-from ..data.datasets import Lines
+from ..data.datasets import Lines, other_documents
 from ..parallel.exchange import Exchange
 from .family import family_of
 from ..models.microgpt import GPTConfig, Model
@@ -84,22 +84,15 @@ class Training(Run):
                data: DataInfo, exchange: Exchange | None = None) -> "Training":
         """The run saved in ck, continued on docs (which must be the run's own data).
 
-        settings must be the checkpoint's (resume.settings_for gives them);
-        only steps_per_call and threads may differ (and the MPI ranks: exchange, as
-        in ``start``). Raises ValueError when docs are not the checkpoint's
-        documents or ck cannot continue (no Adam moments or loss history, step
-        beyond the total).
+        settings must be the checkpoint's (training/plan.py gives them); only
+        steps_per_call and threads may differ (and the MPI ranks: exchange, as in
+        ``start``). Raises ValueError when docs are not the checkpoint's documents
+        (run.Run.resume) or ck cannot continue.
         """
-        if ck.m is None or ck.v is None:
-            raise ValueError("the checkpoint was loaded without Adam's moments")
-        if data.sha256 != ck.train.get("data_sha256"):
-            raise ValueError("the documents are not the ones the checkpoint was trained on")
         vocab = Vocab(tuple(ck.vocab))
         # a run started --init-from another model may know more characters than its data
         if not set("".join(docs)) <= set(vocab.chars):
-            raise ValueError("the documents' characters differ from the checkpoint's vocabulary")
-        if ck.losses is None:
-            raise ValueError("the checkpoint has no loss history ('train.losses')")
+            raise ValueError(other_documents(data, ck.train))
         dataset = Lines(docs, data, vocab, settings.seed, ck.config.block_size)
         return super().resume(rt, ck, dataset, settings, exchange)
 

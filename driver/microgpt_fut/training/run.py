@@ -139,9 +139,7 @@ class Run:
         if ck.m is None or ck.v is None or ck.losses is None:
             raise ValueError("the checkpoint lacks the optimiser's moments or its loss history")
         if dataset.sha256 != ck.train.get("data_sha256"):
-            raise ValueError(f"refusing to resume on other data: it is not the data the "
-                             f"checkpoint was trained on ({ck.train.get('data_path')!r}, "
-                             f"SHA-256 {str(ck.train.get('data_sha256'))[:12]}...)")
+            raise ValueError(dataset.other_data(ck.train))
         if not 0 <= ck.step <= settings.num_steps:
             raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
         family = family_of(ck.config)

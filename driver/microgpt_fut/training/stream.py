@@ -59,12 +59,8 @@ class TextTraining(Run):
     def resume(cls, rt: Runtime, ck: Checkpoint, data: TextData,
                settings: Settings, exchange: Exchange | None = None) -> "TextTraining":
         """The stream run saved in ck, continued on data (the same text or shards,
-        checked by SHA-256; on the MPI ranks of ``exchange``, if given). Raises
-        ValueError when it cannot continue."""
+        checked by SHA-256: run.Run.resume; on the MPI ranks of ``exchange``, if given).
+        Raises ValueError when it cannot continue."""
         if ck.arch == "gpt2" and ck.norms is None:
             raise ValueError("the checkpoint lacks its gradient norms ('train.grad_norms')")
-        if data.sha256 != ck.train.get("data_sha256"):
-            raise ValueError(f"refusing to resume on other data: {data.path!r} is not the text "
-                             f"the checkpoint was trained on ({ck.train.get('data_path')!r}, "
-                             f"SHA-256 {str(ck.train.get('data_sha256'))[:12]}...)")
         return super().resume(rt, ck, Stream(data, ck.data_format), settings, exchange)
