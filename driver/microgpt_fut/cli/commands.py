@@ -261,6 +261,12 @@ def _defaults(name: str) -> str:
     return f"  [default: {'; '.join(per)}]"
 
 
+def _sample_defaults(attr: str) -> str:
+    """The samples' defaults (-n, --temperature), from the kinds' declarations."""
+    return (f"  [default: {getattr(KINDS['lines'], attr)} names; "
+            f"{getattr(KINDS['text'], attr)} text]")
+
+
 def _optimizer_opt(name: str, type_, text: str):
     return click.option("--" + name.replace("_", "-"), type=type_, default=None,
                         callback=_CHECKS.get(name), help=_where(name, text) + _defaults(name))
@@ -377,9 +383,9 @@ refused, naming where it applies."""
                    "positions; fresh optimiser state, this run's own steps, lr and data): to "
                    "train more or fine-tune on other data.")
 @click.option("--samples", type=click.IntRange(0, _INT_MAX), default=None,
-              help="Samples to print after training.  [default: 20 names; 1 text]")
+              help="Samples to print after training." + _sample_defaults("samples"))
 @click.option("--temperature", type=_F32, default=None, callback=_check_temperature,
-              help="Sampling temperature (0 = greedy).  [default: 0.5 names; 0.8 text]")
+              help="Sampling temperature (0 = greedy)." + _sample_defaults("temperature"))
 @click.option("--quiet", "-q", is_flag=True, help="Print only the samples.")
 @click.pass_context
 def train(ctx, **o):
@@ -493,9 +499,9 @@ _PROMPT_OPTIONS = ("prompt", "max_new_tokens", "top_k")
 
 @main.command()
 @click.option("-n", "--num", type=click.IntRange(0, _INT_MAX), default=None,
-              help="Number of samples (of each prompt).  [default: 20 names; 1 text]")
+              help="Number of samples (of each prompt)." + _sample_defaults("samples"))
 @click.option("--temperature", type=_F32, default=None, callback=_check_temperature,
-              help="Sampling temperature (0 = greedy).  [default: 0.5 names; 0.8 text]")
+              help="Sampling temperature (0 = greedy)." + _sample_defaults("temperature"))
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               default=Path("model.safetensors"), show_default=True,
               help="Checkpoint to load, or a Hugging Face GPT-2 folder (config.json, "
