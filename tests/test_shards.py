@@ -449,18 +449,26 @@ def _fifo_prepare(tmp_path, out, *extra):
     return p, writer
 
 
-def _wait_for(cond, p, timeout=120):
+def _wait_for(cond, p, timeout=120, ok_exit=False):
     import time
 
     t0 = time.monotonic()
     while not cond():
-        assert p.poll() is None, p.communicate()
+        assert ok_exit or p.poll() is None, p.communicate()
         assert time.monotonic() - t0 < timeout
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("sig, rc, word", [(2, 130, "interrupted"), (15, 143, "SIGTERM")])
-def test_a_signal_during_an_overwrite_leaves_the_old_set_exactly(tmp_path, sig, rc, word):
+@pytest.mark.parametrize("sig, n, rc, word", [(2, 1, 130, "interrupted"),
+                                             (15, 1, 143, "SIGTERM"),
+                                             (2, 2, 130, "interrupted twice")])
+def test_a_signal_during_an_overwrite_leaves_the_old_set_exactly(tmp_path, sig, n, rc, word):
+    """Ctrl-C or SIGTERM while the new tokens are being written (the process waits on its
+    FIFO input): the old set is as it was, byte for byte, and no hidden file is left
+    (the lock neither), also when a second Ctrl-C ends the process at once."""
+    import os
+    import signal
+
     src = tmp_path / "in.txt"
     src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:50_000], encoding="utf-8")
     out = tmp_path / "o"
@@ -472,11 +480,30 @@ def test_a_signal_during_an_overwrite_leaves_the_old_set_exactly(tmp_path, sig, 
         writer.flush()
         _wait_for(lambda: any(out.glob(".prepare-*/*.tokens")), p)  # its tokens are coming
         p.send_signal(sig)
-        writer.write("more text\n")
+        if n == 2:  # blocked on its input, it can only end by a second signal (two sent
+            # at once may arrive as one, so repeat until it ends)
+            _wait_for(lambda: p.send_signal(sig) or p.poll() is not None, p, ok_exit=True)
+        else:
+            writer.write("more text\n")
     stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == rc, stderr
     assert stderr.count("\n") == 1 and word in stderr and "as it was" in stderr, stderr
     assert _snapshot(out) == before
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "o", "pipe.txt", "tok"]
+    assert signal.SIGINT == 2 and signal.SIGTERM == 15
+
+
+def test_a_killed_prepares_hidden_folder_is_removed_by_the_next(tmp_path):
+    """kill -9 leaves the hidden folder of the unfinished set; the next prepare into that
+    --out (holding the lock, so no other run writes it) removes it."""
+    out = tmp_path / "o"
+    (out / ".prepare-x1y2").mkdir(parents=True)
+    (out / ".prepare-x1y2" / "train.tokens").write_bytes(b"\0" * 1000)
+    src = tmp_path / "in.txt"
+    src.write_text("hello\n" * 100)
+    assert run("prepare", src, "--out", out).exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["in_train_000000.bin", "in_val_000000.bin",
+                                                      "tokenizer.json"]
 
 
 def test_two_prepares_into_one_out_the_second_is_refused(tmp_path):

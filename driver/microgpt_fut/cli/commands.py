@@ -32,6 +32,7 @@ from ..training.family import FAMILIES, FLOAT32_MAX, family_of
 from ..training.kinds import KINDS
 from . import mpi as cli_mpi
 from ..interrupt import stop_on_signals
+from ..training.loop import lock_path
 from .common import (bad_option, check_memory, check_out, eval_line, exit_if_stdout_closed,
                      exit_saved, exit_with, first_line, lock_out, ranks_here, runtime, saved_step,
                      say_line, train_and_save, user_errors)
@@ -575,7 +576,9 @@ def sample(ctx, **o):
 @main.command("export-hf")
 @click.argument("checkpoint", type=click.Path(path_type=Path))
 @click.argument("folder", type=click.Path(path_type=Path))
-@click.option("--overwrite", is_flag=True, help="Replace FOLDER when it is not empty.")
+@click.option("--overwrite", is_flag=True,
+              help="Write into a FOLDER that is not empty: the files an export writes are "
+                   "replaced, every other file and folder stays.")
 def export_hf(checkpoint, folder, overwrite):
     """Write the GPT-2 text CHECKPOINT as a Hugging Face folder FOLDER (config.json,
     model.safetensors, tokenizer files), which transformers' GPT2LMHeadModel and
@@ -663,12 +666,18 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
         name = name or Path(inputs[0]).stem
         P.check_name(name)
         P.check_out_folder(out)
+        lock = Path(os.path.abspath(out))
         try:  # the lock lies beside --out (as train's beside its checkpoint)
             out.parent.mkdir(parents=True, exist_ok=True)
-            lock_out(ctx, Path(os.path.abspath(out)))
+            lock_out(ctx, lock)
         except OSError as e:
             raise P.out_error(out, e) from None
+        P.remove_stale(out)  # a killed run's (kill -9): no other holds the lock now
     with stop_on_signals() as stop, user_errors():
+        # a second signal ends the process at once: the unfinished set goes (prepare's
+        # cleanup), and the lock file, as train's
+        stop.on_second = lambda: f"interrupted twice: --out {str(out)!r} is as it was"
+        stop.cleanups.append(lambda: lock_path(lock).unlink(missing_ok=True))
         # a closed stdout (SIGPIPE) does not stop prepare: its work is kept, then 141
         stopping = lambda: stop() and stop.signum != signal.SIGPIPE  # noqa: E731
         try:

@@ -37,6 +37,7 @@ CHUNK_BYTES = 1 << 20
 # A BPE learns from at most this part of the train split's bytes: the split is made in
 # tokens, after, and prepare refuses a sample that reaches past it (``learned_tokens``).
 TRAIN_MARGIN = 0.98
+STAGE_PREFIX = ".prepare-"  # the hidden folder inside --out where a new set is written
 
 
 def _cut(text: str, seps: str) -> int:
@@ -206,6 +207,15 @@ def check_out_folder(out: Path) -> None:
             return
 
 
+def remove_stale(out: Path) -> None:
+    """Remove the hidden folders (``.prepare-*``) that a killed ``prepare`` left in
+    ``out``. Call it only while holding --out's lock: then no other run is writing one."""
+    if out.is_dir():
+        for stage in out.glob(f"{STAGE_PREFIX}*"):
+            if stage.is_dir() and not stage.is_symlink():
+                shutil.rmtree(stage, ignore_errors=True)
+
+
 def out_error(out: Path, e: OSError) -> DataError:
     """An OSError met writing --out as one line naming it."""
     return DataError(f"cannot write --out {str(out)!r}: {e.strerror or e}"
@@ -257,7 +267,7 @@ def prepare(inputs: list[Path], out: Path, tokenizer: Tokenizer, *, name: str = 
     made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=".prepare-", dir=out))
+        stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=out))
     except OSError as e:
         raise out_error(out, e) from None
 

@@ -418,7 +418,7 @@ def export_folder(ck: Checkpoint, folder: str | Path, overwrite: bool = False) -
         raise HFError(f"cannot export to {where}: it is a file")
     if folder.is_dir() and any(folder.iterdir()) and not overwrite:
         raise HFError(f"{where} exists and is not empty: choose another folder, or pass "
-                      "--overwrite to replace it")
+                      "--overwrite to replace the export's files in it")
     from safetensors.numpy import save as st_save
 
     files = {"config.json": json.dumps(hf_config(ck.config, tok), indent=2).encode("utf-8"),
