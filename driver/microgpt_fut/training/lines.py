@@ -25,9 +25,7 @@ from .checkpoint import Checkpoint
 from ..data.lines import DataInfo, Vocab, docs_sha256
 from ..data.datasets import Lines, other_documents
 from ..parallel.exchange import Exchange
-from .family import family_of
 from ..models.microgpt import GPTConfig, Model
-from ..pacing import CallPacer
 from .run import Diverged, Progress, Run  # noqa: F401  (Diverged: its callers catch it here)
 from .settings import Settings
 from ..backend.runtime import Runtime
