@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,25 +214,58 @@ def check_cuda_device(index: int) -> None:
                            f"(0..{n - 1})")
 
 
-# OpenCL build options that avoid pocl 3.1's miscompiled whole-array reduction:
-# pocl's optimiser drops the reset of the work-group counter in Futhark's
-# single-pass reduction, so every call after the first returns stale memory.
-# The other verified fix (every *.segred_tblock_size_* tuned to 1) is faster but
-# crashed pocl in our batched training kernel (B >= 2), so this one is used.
-POCL_BUILD_OPTIONS = ("-cl-opt-disable",)
+# Two pocl 3.1 miscompiles, each worked around on pocl only (tests/test_pocl.py):
+# 1. Futhark's reductions that count finished thread blocks in a global counter
+#    (segred_nonseg: whole-array reductions; segred_large: segments spread over
+#    several blocks): pocl's optimised work-group code drops the last block's reset
+#    of the counter, so every call after the first finds it non-zero and returns
+#    stale memory. Those kernels, and only those, are built unoptimised: clang's
+#    `optnone` on a kernel does what `-cl-opt-disable` (the former workaround, 118x
+#    slower than c on microgpt's job) does to all of them. They are recognised by
+#    their counter parameter, which Futhark names counters_mem_N.
+# 2. Under pocl's default work-group method ("loopvec": work-item loops vectorised
+#    across work-items), our optimised loss and training kernels segfault in their
+#    first call (seen: a store in trainzisegmap_N's work-group function); under
+#    "loops" (work-item loops, not vectorised across them) they run right. pocl
+#    reads POCL_WORK_GROUP_METHOD when it compiles a kernel, i.e. on its first call.
+#    Its kernel cache is keyed by the program's text, which therefore names the method.
+POCL_UNOPTIMISED = "__attribute__((optnone))"
+POCL_WORK_GROUP_METHOD = "loops"
+_COUNTER_KERNEL = re.compile(r"^void (\w+)\((?=[^)]*\bcounters_mem_\d+\b)", re.M)
 
 
-class _LibWithBuildOptions:
-    """A futhark-ffi ``lib`` whose new context configs carry OpenCL build options.
+def pocl_program(source: str) -> tuple[str, list[str]]:
+    """Futhark's OpenCL program ``source`` with every kernel that takes a block
+    counter marked ``optnone`` (POCL_UNOPTIMISED) and a first line naming the
+    work-group method, and the names of those kernels."""
+    names: list[str] = []
+
+    def mark(m: re.Match) -> str:
+        names.append(m.group(1))
+        return f"{POCL_UNOPTIMISED} {m.group(0)}"
+
+    program = _COUNTER_KERNEL.sub(mark, source)
+    return f"// built with POCL_WORK_GROUP_METHOD={POCL_WORK_GROUP_METHOD}\n{program}", names
+
+
+class _PoclLib:
+    """A futhark-ffi ``lib`` whose new context configs carry ``pocl_program``'s
+    version of the library's OpenCL program (``futhark_context_config_set_program``).
 
     futhark-ffi creates the config and the context in one constructor, with no
-    hook in between; this proxy adds ``futhark_context_config_add_build_option``
-    calls to ``futhark_context_config_new`` and forwards everything else.
+    hook in between; this proxy sets the program in ``futhark_context_config_new``
+    and forwards everything else. ``unoptimised`` lists the kernels marked.
     """
 
-    def __init__(self, lib, options):
+    def __init__(self, lib, ffi):
         self._lib = lib
-        self._options = [o.encode() for o in options]
+        cfg = lib.futhark_context_config_new()
+        try:
+            source = ffi.string(lib.futhark_context_config_get_program(cfg)).decode()
+        finally:
+            lib.futhark_context_config_free(cfg)
+        program, self.unoptimised = pocl_program(source)
+        self._program = program.encode()
 
     def __getattr__(self, name):
         return getattr(self._lib, name)
@@ -241,8 +275,7 @@ class _LibWithBuildOptions:
 
     def futhark_context_config_new(self):
         cfg = self._lib.futhark_context_config_new()
-        for opt in self._options:
-            self._lib.futhark_context_config_add_build_option(cfg, opt)
+        self._lib.futhark_context_config_set_program(cfg, self._program)
         return cfg
 
 
@@ -309,7 +342,8 @@ class Runtime:
         self.backend = backend
         self.program = program
         self.device: OpenCLDevice | None = None
-        self.build_options: tuple[str, ...] = ()
+        # the kernels built unoptimised against pocl's reduction bug (pocl_program)
+        self.pocl_unoptimised: list[str] = []
         mod = import_module(target, path)
         kwargs = {}
         if backend == "opencl":
@@ -319,13 +353,15 @@ class Runtime:
             # could match several devices, and a str would not pass through cffi).
             kwargs["device"] = f"#{self.device.index}".encode()
             if self.device.is_pocl and pocl_workaround:
-                self.build_options = POCL_BUILD_OPTIONS
-                mod = SimpleNamespace(lib=_LibWithBuildOptions(mod.lib, POCL_BUILD_OPTIONS),
-                                      ffi=mod.ffi)
+                os.environ["POCL_WORK_GROUP_METHOD"] = POCL_WORK_GROUP_METHOD
+                pocl_lib = _PoclLib(mod.lib, mod.ffi)
+                self.pocl_unoptimised = pocl_lib.unoptimised
+                mod = SimpleNamespace(lib=pocl_lib, ffi=mod.ffi)
                 if not quiet:
                     print(f"note: OpenCL device is pocl ({self.device.name}); building its "
-                          f"kernels with {' '.join(POCL_BUILD_OPTIONS)} (pocl reduction bug "
-                          "workaround)", file=sys.stderr)
+                          f"{len(pocl_lib.unoptimised)} kernels with a block counter "
+                          f"unoptimised and the rest by work-group method "
+                          f"{POCL_WORK_GROUP_METHOD} (pocl miscompile workaround)", file=sys.stderr)
         elif backend == "cuda" and device is not None:
             check_cuda_device(device)
             kwargs["device"] = f"#{device}".encode()
