@@ -188,3 +188,16 @@ def test_the_resume_hint_keeps_threads_on_every_dataset(text, tmp_path, monkeypa
                 "--steps", 8, "--steps-per-call", 4, "--samples", 0, "--out", out)
     assert r.exit_code == 130, r.output
     assert r.stderr.strip().endswith(f"--resume {out} --threads 2"), r.stderr
+
+
+def test_sample_refuses_prompt_options_for_a_names_model(tmp_path):
+    """sample's --prompt, --max-new-tokens and --top-k apply to models of text and
+    tokens (the kinds' declarations): for a model of lines each is one line, status 2."""
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    assert run("train", "--steps", 2, "--samples", 0, "--out", out).exit_code == 0
+    for args in (["--prompt", "em"], ["--max-new-tokens", 5], ["--top-k", 3]):
+        r = run("sample", "--checkpoint", out, *args)
+        assert_one_line_error(r, f"{args[0]} applies to models of text and tokens",
+                              f"{str(out)!r} is a model of lines")
+        assert r.exit_code == 2

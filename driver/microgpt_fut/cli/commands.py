@@ -494,10 +494,6 @@ def _given(ctx) -> dict:
                                                   ParameterSource.DEFAULT_MAP)}
 
 
-# The sample options that only a model of a stream (text, tokens) reads.
-_PROMPT_OPTIONS = ("prompt", "max_new_tokens", "top_k")
-
-
 @main.command()
 @click.option("-n", "--num", type=click.IntRange(0, _INT_MAX), default=None,
               help="Number of samples (of each prompt)." + _sample_defaults("samples"))
@@ -539,10 +535,11 @@ def sample(ctx, **o):
         ck = hf.load_checkpoint(path) if hf.is_folder(path) else ckpt.load(path, adam=False)
     kind = KINDS[ck.data_format]
     given = _given(ctx)
-    for name in _PROMPT_OPTIONS:
-        if name in given and not kind.evaluates:
-            raise bad_option(f"--{name.replace('_', '-')} applies to text models; "
-                             f"{str(path)!r} is a names model")
+    for name in set(given) - {"num", "temperature", "checkpoint", "seed", "backend", "device",
+                              "threads", "plain"} - set(kind.sample_options):
+        where = " and ".join(k.name for k in KINDS.values() if name in k.sample_options)
+        raise bad_option(f"{plan.opt(name)} applies to models of {where}; {str(path)!r} is a "
+                         f"model of {kind.name}")
     n = kind.samples if o["num"] is None else o["num"]
     temperature = kind.temperature if o["temperature"] is None else o["temperature"]
     tok = kind.model_tokenizer(ck)

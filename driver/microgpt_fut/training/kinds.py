@@ -47,6 +47,7 @@ class Kind:
     samples: int               # samples printed after train, and sample's -n default
     temperature: float         # their default temperature
     needs_data: str = ""       # the --data a fresh run needs ("" when there is a default)
+    sample_options: tuple[str, ...] = ()  # the sample options its models read
 
     def check_resumable(self, ck: Checkpoint, where: str) -> None:
         """Raise ResumeError unless ck holds what its run needs to continue."""
@@ -162,6 +163,7 @@ class StreamKind(Kind):
     evaluations as nanoGPT's get_batch and estimate_loss (data/text.py)."""
 
     evaluates, samples, temperature, needs_data = True, 1, 0.8, "--data"
+    sample_options = ("prompt", "max_new_tokens", "top_k")
     required = Kind.required
     max_new = 200  # tokens continued after train
 
