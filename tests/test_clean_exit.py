@@ -44,7 +44,7 @@ def _one_line(r: subprocess.CompletedProcess, *fragments: str) -> str:
     own progress lines."""
     assert r.returncode == 1, (r.returncode, r.stderr)
     for line in r.stdout.splitlines():
-        assert line.startswith(("data: ", "num docs: ", "step ")), r.stdout[:2000]
+        assert line.startswith(("data: ", "model: ", "step ")), r.stdout[:2000]
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr[:2000]
     for f in fragments:

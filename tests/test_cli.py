@@ -15,10 +15,17 @@ from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import Vocab, read_docs
 from microgpt_fut.models.microgpt import Model
 from microgpt_fut.backend.runtime import Runtime
-from microgpt_fut.training.lines import TrainSettings, generate_names, train
+from microgpt_fut.training.lines import train
+from microgpt_fut.training.sampling import iter_names
+from microgpt_fut.training.settings import Settings
 
 SAMPLE_RE = re.compile(r"sample +(\d+): (.*)")
 
+
+
+def _names(model, vocab, n, temperature, seed, chunk=None):
+    """The n names of sampling.iter_names, as one list."""
+    return [x for part in iter_names(model, vocab, n, temperature, seed, chunk) for x in part]
 
 def run(*args, **kw):
     return CliRunner().invoke(main, [str(a) for a in args], **kw)
@@ -79,10 +86,10 @@ def test_round_trip_in_memory_model(tmp_path):
     need_backend("c")
     docs = read_docs(small_data(tmp_path))
     rt = Runtime("c")
-    res = train(rt, docs, TrainSettings(num_steps=20, steps_per_call=6, batch_size=3),
+    res = train(rt, docs, Settings(num_steps=20, steps_per_call=6, batch_size=3),
                 n_layer=2, block_size=8)
     path = tmp_path / "r.safetensors"
-    ckpt.save(path, res.checkpoint("test"))
+    ckpt.save(path, res.training.checkpoint())
     ck = ckpt.load(path)
     params, (m, v) = res.model.params(), res.model.adam()
     for name in params:
@@ -92,11 +99,11 @@ def test_round_trip_in_memory_model(tmp_path):
     assert loaded.step() == res.model.step() == 20
     for name, arr in loaded.params().items():
         assert np.array_equal(arr, params[name])
-    a = generate_names(res.model, res.vocab, 40, 0.7, seed=5)
-    b = generate_names(loaded, Vocab(tuple(ck.vocab)), 40, 0.7, seed=5)
-    c = generate_names(loaded, Vocab(tuple(ck.vocab)), 40, 0.7, seed=5, chunk=6)
+    a = _names(res.model, res.vocab, 40, 0.7, seed=5)
+    b = _names(loaded, Vocab(tuple(ck.vocab)), 40, 0.7, seed=5)
+    c = _names(loaded, Vocab(tuple(ck.vocab)), 40, 0.7, seed=5, chunk=6)
     assert a == b == c
-    assert generate_names(loaded, res.vocab, 40, 0.7, seed=6) != a
+    assert _names(loaded, res.vocab, 40, 0.7, seed=6) != a
 
 
 def test_sample_zero_prints_nothing(trained):
@@ -256,13 +263,13 @@ def test_microgpt_job_end_to_end():
     docs = read_docs(NAMES_TXT)
     rt = Runtime("c")
     t0 = time.perf_counter()
-    res = train(rt, docs, TrainSettings())
+    res = train(rt, docs, Settings())
     elapsed = time.perf_counter() - t0
     assert res.losses.shape == (1000,) and np.all(np.isfinite(res.losses))
-    mean = res.mean_loss(100)
+    mean = float(np.mean(res.losses[-100:]))
     print(f"\n1000 steps on c: {elapsed:.2f} s, mean loss of steps 901-1000: {mean:.4f}")
     assert mean <= 2.40  # microgpt.py itself: 2.276
-    names = generate_names(res.model, res.vocab, 20, 0.5, seed=42)
+    names = _names(res.model, res.vocab, 20, 0.5, seed=42)
     print(names)
     good = [n for n in names if re.fullmatch(r"[a-z]{2,15}", n)]
     assert len(good) >= 15, names

@@ -20,7 +20,8 @@ from conftest import DATA_DIR, get_runtime
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.text import load_text
-from microgpt_fut.training.stream import TextSettings, TextTraining
+from microgpt_fut.training.stream import TextTraining
+from microgpt_fut.training.settings import Settings
 from microgpt_fut.models.gpt2 import GPT2Config, Recipe
 
 SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
@@ -90,7 +91,7 @@ def test_resume_is_bit_identical(text_file, tmp_path):
     resumed gives the uninterrupted run's weights, moments, losses and evaluations."""
     rt = get_runtime("c", "gpt2")
     data = load_text(text_file, 16)
-    settings = TextSettings(24, 4, Recipe(lr=3e-3, min_lr=3e-4, warmup_steps=4,
+    settings = Settings(24, 4, Recipe(lr=3e-3, min_lr=3e-4, warmup_steps=4,
                                           lr_decay_steps=24), grad_accum=2, eval_every=8,
                             eval_iters=2, seed=7, steps_per_call=5)
     config = GPT2Config(data.vocab.size, 16, 2, 2, 16)
@@ -190,7 +191,7 @@ def test_nan_stops_the_run_at_its_first_bad_step(text_file):
 
     rt = get_runtime("c", "gpt2")
     data = load_text(text_file, 16)
-    settings = TextSettings(10, 2, Recipe(lr=1e-3, min_lr=1e-4, warmup_steps=1, lr_decay_steps=10),
+    settings = Settings(10, 2, Recipe(lr=1e-3, min_lr=1e-4, warmup_steps=1, lr_decay_steps=10),
                             eval_every=5, eval_iters=1)
     config = GPT2Config(data.vocab.size, 16, 2, 1, 16)
     params = GPT2Model.init(rt, config, 42).params()

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from cli_helpers import NAMES_TXT, names_lines
-from microgpt_fut.data.lines import (DataError, Vocab, batch_indices, default_docs, load_docs,
+from microgpt_fut.errors import DataError
+from microgpt_fut.data.lines import (Vocab, batch_indices, default_docs, load_docs,
                                read_docs, shuffled)
 
 

@@ -15,7 +15,9 @@ from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import load_data
 from microgpt_fut.parallel.host_state import DataParallelModel, runtimes, shard_rows
 from microgpt_fut.models.microgpt import Model
-from microgpt_fut.training.lines import Training, TrainSettings
+from microgpt_fut.training.lines import Training
+from microgpt_fut.training.family import Adam
+from microgpt_fut.training.settings import Settings
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +84,7 @@ def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):
     from microgpt_fut.models.microgpt import GPTConfig
 
     config = GPTConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
-    settings = TrainSettings(num_steps=12, batch_size=5, steps_per_call=4, threads=2)
+    settings = Settings(num_steps=12, batch_size=5, steps_per_call=4, threads=2)
     runs = []
     for _ in range(2):
         t = Training.start(rts[0], docs, settings, config, info)
@@ -98,10 +100,10 @@ def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):
     for name, p in a.model.params().items():
         assert np.array_equal(resumed.model.params()[name], p), name
     assert isinstance(a.model, DataParallelModel)
-    one_row = Training.start(rts[0], docs, TrainSettings(num_steps=2, threads=3), config, info)
+    one_row = Training.start(rts[0], docs, Settings(num_steps=2, threads=3), config, info)
     assert isinstance(one_row.model, Model)
     # and its losses are one context's, to float32 rounding
-    single = Training.start(rts[0], docs, TrainSettings(num_steps=12, batch_size=5), config,
+    single = Training.start(rts[0], docs, Settings(num_steps=12, batch_size=5), config,
                             info)
     single.run()
     np.testing.assert_allclose(a.losses, single.losses, rtol=1e-4)
@@ -176,7 +178,7 @@ def test_divergence_on_threads_names_the_first_bad_step(rts, tmp_path):
 
     config = GPTConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
     bad = [diverge(Training.start(rts[0], docs,
-                                  TrainSettings(num_steps=20, batch_size=4, lr=1e30,
+                                  Settings(num_steps=20, batch_size=4, optimizer=Adam(lr=1e30),
                                                 steps_per_call=k, threads=2), config, info))
            for k in (1, 5)]
     assert bad[0] == bad[1]

@@ -80,7 +80,7 @@ def test_fine_tuning_lowers_the_loss_on_the_new_data(base, tmp_path):
 
 @pytest.mark.parametrize("args, fragment", [
     (["--n-embd", "32"], "--n-embd 32 conflicts with --init-from"),
-    (["--block-size", "8"], "--block-size 8 conflicts with --init-from"),
+    (["--block-size", "32"], "--block-size 32 conflicts with --init-from"),
     (["--resume", "X"], "--init-from starts a new run"),
 ])
 def test_conflicting_options(base, tmp_path, args, fragment):
@@ -88,6 +88,28 @@ def test_conflicting_options(base, tmp_path, args, fragment):
             "--out", tmp_path / "x.safetensors", *args)
     assert r.exit_code == 2
     assert_one_line_error(r, fragment)
+
+
+def test_a_smaller_block_size_crops_the_positions_on_lines_too(base, tmp_path):
+    """--init-from with a smaller --block-size crops the model's positional table
+    (nanoGPT's crop_block_size) on names as on text (issue 36: it was refused on lines):
+    the run's first loss is the base model's loss on its first batch at 8 positions."""
+    data = _other_names(tmp_path)
+    out = tmp_path / "short.safetensors"
+    r = run("train", "--data", data, "--init-from", base, "--block-size", 8, "--steps", 1,
+            "--batch-size", 4, "--samples", 0, "--out", out)
+    assert r.exit_code == 0, r.output
+    b, t = ckpt.load(base), ckpt.load(out)
+    assert t.config.block_size == 8 and t.params["wpe"].shape == (8, b.config.n_embd)
+    docs, _ = load_data(data)
+    tokens, n_pos, _ = Vocab(tuple(b.vocab)).encode(shuffled(docs, 42), 8)
+    rows = batch_indices(0, 1, 4, len(docs))[0]
+    import dataclasses
+    short = dataclasses.replace(b.config, block_size=8)
+    params = {**b.params, "wpe": b.params["wpe"][:8]}
+    loss, _ = Model.from_arrays(get_runtime("c"), short, params).loss_grad(tokens[rows],
+                                                                           n_pos[rows])
+    assert t.losses[0] == pytest.approx(loss, rel=1e-6)
 
 
 def test_unknown_characters_and_missing_model(base, tmp_path):

@@ -71,12 +71,13 @@ import sys
 from microgpt_fut.backend.runtime import Runtime
 from microgpt_fut.models.microgpt import GPTConfig
 from microgpt_fut.data.lines import load_data
-from microgpt_fut.training.lines import Training, TrainSettings
+from microgpt_fut.training.lines import Training
+from microgpt_fut.training.settings import Settings
 from microgpt_fut.training import checkpoint as ckpt
 rt = Runtime("c", None, quiet=True)
 docs, info = load_data(None)
 C = int(sys.argv[1])
-t = Training.start(rt, docs, TrainSettings(num_steps=2, batch_size=8), GPTConfig(27, C, 4, 2, 16), info)
+t = Training.start(rt, docs, Settings(num_steps=2, batch_size=8), GPTConfig(27, C, 4, 2, 16), info)
 t.run()
 ckpt.save(sys.argv[2], t.checkpoint())
 # VmHWM: this process's peak (ru_maxrss would include the parent's at fork time)

@@ -29,7 +29,9 @@ from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import batch_indices, load_data
 from microgpt_fut.models.microgpt import GPTConfig, Model
-from microgpt_fut.training.lines import Training, TrainSettings
+from microgpt_fut.training.lines import Training
+from microgpt_fut.training.family import Adam
+from microgpt_fut.training.settings import Settings
 
 SEVEN = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia"]
 RESUME_ATOL = 1e-4  # for backends that are not bit-reproducible run to run (multicore)
@@ -45,8 +47,8 @@ def seven(folder: Path) -> Path:
     return path
 
 
-def settings(k: int, steps: int = 60) -> TrainSettings:
-    return TrainSettings(num_steps=steps, batch_size=3, steps_per_call=k)
+def settings(k: int, steps: int = 60) -> Settings:
+    return Settings(num_steps=steps, batch_size=3, steps_per_call=k)
 
 
 def state(t: Training) -> dict[str, np.ndarray]:
@@ -220,7 +222,7 @@ def test_huge_step_count_costs_nothing_up_front(tmp_path):
     from conftest import get_runtime
 
     docs, info = load_data(seven(tmp_path))
-    t = Training.start(get_runtime("c"), docs, TrainSettings(num_steps=10**12, steps_per_call=4),
+    t = Training.start(get_runtime("c"), docs, Settings(num_steps=10**12, steps_per_call=4),
                        GPTConfig(len(set("".join(docs))) + 1), info)
     t.run(until=10)
     ck = t.checkpoint()
@@ -252,7 +254,7 @@ def test_training_left_at_last_good_step(tmp_path):
     rt = get_runtime("c")
     docs, info = load_data(seven(tmp_path))
     config = GPTConfig(len(set("".join(docs))) + 1)
-    diverge(Training.start(rt, docs, TrainSettings(num_steps=50, lr=1e30, steps_per_call=9),
+    diverge(Training.start(rt, docs, Settings(num_steps=50, optimizer=Adam(lr=1e30), steps_per_call=9),
                            config, info))
 
 
@@ -411,7 +413,7 @@ def test_sigint_saves_and_resume_finishes(tmp_path):
 
     from conftest import get_runtime
     docs, info = load_data(data)
-    t = Training.start(get_runtime("c"), docs, TrainSettings(num_steps=total, steps_per_call=50),
+    t = Training.start(get_runtime("c"), docs, Settings(num_steps=total, steps_per_call=50),
                        GPTConfig(ck.config.vocab_size, 8, 2, 1, 8), info)
     t.run()
     final = ckpt.load(out)

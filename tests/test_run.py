@@ -27,8 +27,9 @@ from microgpt_fut.models.microgpt import GPTConfig
 from microgpt_fut.training.run import Diverged
 from microgpt_fut.data.shards import load_tokens
 from microgpt_fut.data.text import load_text
-from microgpt_fut.training.stream import TextSettings, TextTraining
-from microgpt_fut.training.lines import Training, TrainSettings
+from microgpt_fut.training.stream import TextTraining
+from microgpt_fut.training.lines import Training
+from microgpt_fut.training.settings import Settings
 
 COMBOS = [("microgpt", "lines"), ("gpt2", "lines"), ("microgpt", "text"), ("gpt2", "text"),
           ("gpt2", "tokens"), ("microgpt", "tokens")]
@@ -52,9 +53,9 @@ def shard_dir(text_file, tmp_path_factory):
 
 def settings(arch: str, fmt: str, steps: int = 8, spc: int = 4, threads: int = 1):
     if fmt == "lines" and arch == "microgpt":
-        return TrainSettings(num_steps=steps, batch_size=4, steps_per_call=spc, threads=threads)
+        return Settings(num_steps=steps, batch_size=4, steps_per_call=spc, threads=threads)
     opt = RECIPE if arch == "gpt2" else Adam()
-    return TextSettings(steps, 4, opt, 1 if fmt == "lines" else 2, 4, 2, 42, spc, threads)
+    return Settings(steps, 4, opt, 1 if fmt == "lines" else 2, 4, 2, 42, spc, threads)
 
 
 def make(arch: str, fmt: str, text_file, shard_dir, spc: int = 4, threads: int = 1):

@@ -18,7 +18,7 @@ from cli_helpers import assert_one_line_error
 from conftest import DATA_DIR
 from microgpt_fut.data import shards
 from microgpt_fut.cli.commands import main
-from microgpt_fut.data.lines import DataError
+from microgpt_fut.errors import DataError
 from microgpt_fut.data.prepare import char_vocab, prepare
 from microgpt_fut.data.text import load_text
 from microgpt_fut.data.tokenizer import train_bpe
@@ -626,9 +626,10 @@ def test_help_and_messages_name_what_they_mean(tmp_path):
     out = run("train", "--help").output
     flat = " ".join(out.split())
     assert "tokens: a folder of token shards" in flat and "at least 257" in flat
-    for opt in ("--eval-iters INTEGER", "--grad-accum INTEGER", "--min-lr FLOAT",
-                "--eval-choices FILE"):
+    for opt in ("--eval-iters INTEGER", "--grad-accum INTEGER", "--eval-choices FILE"):
         assert flat.split(f"{opt} ", 1)[1].startswith("text, tokens:"), opt
+    for opt in ("--min-lr FLOAT", "--weight-decay FLOAT", "--no-bias"):  # the recipe's
+        assert flat.split(f"{opt} ", 1)[1].startswith("gpt2:"), opt
     assert "else uint32" in " ".join(run("prepare", "--help").output.split())
     one = tmp_path / "one.txt"
     one.write_text("a" * 100)

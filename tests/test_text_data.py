@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import DATA_DIR
-from microgpt_fut.data.lines import DataError, read_docs, read_text
+from microgpt_fut.data.lines import read_docs, read_text
+from microgpt_fut.errors import DataError
 from microgpt_fut.data.text import CharVocab, load_text, stream_rng, windows
 
 # 54 characters, 26 distinct

@@ -18,7 +18,7 @@ import pytest
 from hf_helpers import BPE_SIZE, shakespeare, small_bpe
 from reference_bpe import ReferenceBPE
 from microgpt_fut.training import checkpoint as ckpt
-from microgpt_fut.data.lines import DataError
+from microgpt_fut.errors import DataError
 from microgpt_fut.models.gpt2 import GPT2Config
 from microgpt_fut.data.text import load_text
 from microgpt_fut.data.tokenizer import (EOT, CharVocab, HFTokenizer, from_json, load_tokenizer,

@@ -10,11 +10,9 @@ closed stdout 141 (SIGPIPE's).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
-import shlex
 import signal
 import time
 from pathlib import Path
@@ -23,27 +21,22 @@ import click
 from click.core import ParameterSource
 from tqdm import tqdm
 
-from ..training import checkpoint as ckpt
-from ..training import choices
-from . import mpi as cli_mpi
-from . import text as cli_text
-from ..training import hf
+from ..backend.runtime import BACKENDS, build_dir, built_backends, opencl_devices
 from ..data import prepare as preparation
-from ..training import resume as resume_rules
-from ..data.lines import Vocab, load_data
-from ..training.family import FAMILIES, family_of
-from ..models.gpt2 import GPT2Config
-from ..models.microgpt import GPTConfig
+from ..data.tokenizer import load_tokenizer, train_bpe
+from ..errors import DataError, OptionConflict
 from ..parallel.mpi_world import World, launched
+from ..training import checkpoint as ckpt
+from ..training import choices, curves, hf, plan
+from ..training.family import FAMILIES, FLOAT32_MAX, family_of
+from ..training.kinds import KINDS
+from . import mpi as cli_mpi
 from ..interrupt import stop_on_signals
 from ..training.loop import lock_path
-from ..backend.runtime import BACKENDS, build_dir, built_backends, opencl_devices
-from .sample_output import print_samples
-from ..data.tokenizer import load_tokenizer, train_bpe
-from ..training.lines import Training, TrainSettings, iter_names
-from .common import (bad_option, check_memory, check_out, exit_if_stdout_closed, exit_saved,
-                     exit_with, first_line, lock_out, ranks_here, runtime, saved_step,
+from .common import (bad_option, check_memory, check_out, eval_line, exit_if_stdout_closed,
+                     exit_saved, exit_with, first_line, lock_out, ranks_here, runtime, saved_step,
                      say_line, train_and_save, user_errors)
+from .sample_output import print_samples
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Integer options: the kernels take 64-bit integers, so larger values are refused by
@@ -62,6 +55,21 @@ class _Int64(click.types.IntParamType):
 
 
 _INT = _Int64()
+
+
+class _Float32(click.types.FloatParamType):
+    """click's FLOAT, refusing a value that float32 cannot hold (the kernels compute in
+    float32: --lr 1e39 would be infinite) with click's one-line error."""
+
+    def convert(self, value, param, ctx):
+        x = super().convert(value, param, ctx)
+        if math.isfinite(x) and abs(x) > FLOAT32_MAX:
+            self.fail(f"{x:g} is too large for float32, which the kernels compute in (at most "
+                      f"{FLOAT32_MAX:.4g})", param, ctx)
+        return x
+
+
+_F32 = _Float32()
 
 
 def _one_line_usage(e: click.UsageError) -> click.ClickException:
@@ -94,7 +102,7 @@ class _Group(_OneLineUsage, click.Group):
     command_class = _Command
 
     def main(self, args=None, prog_name=None, **extra):
-        """click's main; started by an MPI launcher as several processes, cli_mpi's: rank
+        """click's main; started by an MPI launcher as several processes, cli/mpi.py's: rank
         0 runs the command, and for ``train`` the other ranks train with it."""
         if launched()[1] > 1 and extra.get("standalone_mode", True):
             cli_mpi.main(lambda **kw: super(_Group, self).main(args, prog_name,
@@ -133,6 +141,9 @@ def _check_positive(ctx, param, value):
     if value is not None and value < 1:
         raise click.BadParameter(f"must be at least 1, got {value}")
     return value
+
+
+_CHECKS = {"lr": _check_lr}
 
 
 def _check_threads(threads: int, backend: str) -> None:
@@ -238,29 +249,55 @@ def main():
     """
 
 
-_RESUME_HELP = """With --resume FILE the run saved in FILE continues: its sizes, --steps (the
-run's total, which fixes the learning-rate schedule), --lr, --seed and
---batch-size are the checkpoint's; give them only with the same values. The
-data is read again from the file the checkpoint names (or --data) and must be
-the same documents. --out defaults to FILE. On the c backend the result is
-bit-identical to an uninterrupted run with the same --threads (multicore sums
-are not bit-reproducible even between two identical runs, so there it agrees to
-about 1e-6)."""
+def _where(name: str, text: str) -> str:
+    """An option's help, prefixed with where it applies (plan.applies_to)."""
+    values = plan.applies_to(name)[1]
+    return f"{', '.join(values)}: {text}" if values else text
+
+
+def _defaults(name: str) -> str:
+    """An optimiser option's defaults, from the families' declarations."""
+    per = [f"{f.arch} {f.optimizer_options[name]}" for f in FAMILIES.values()
+           if name in f.optimizer_options]
+    return f"  [default: {'; '.join(per)}]"
+
+
+def _sample_defaults(attr: str) -> str:
+    """The samples' defaults (-n, --temperature), from the kinds' declarations."""
+    return (f"  [default: {getattr(KINDS['lines'], attr)} names; "
+            f"{getattr(KINDS['text'], attr)} text]")
+
+
+def _optimizer_opt(name: str, type_, text: str):
+    return click.option("--" + name.replace("_", "-"), type=type_, default=None,
+                        callback=_CHECKS.get(name), help=_where(name, text) + _defaults(name))
+
+
+_RESUME_HELP = """With --resume FILE the run saved in FILE continues: its model and
+tokenizer, --steps (the run's total, which fixes the learning-rate schedule), the
+optimiser's options, --seed, --batch-size and the evaluations are the checkpoint's;
+give them only with the same values. The data is read again from the file or folder
+the checkpoint names (or --data) and must be the same. --out defaults to FILE. On the
+c backend the result is bit-identical to an uninterrupted run with the same --threads
+(multicore sums are not bit-reproducible even between two identical runs, so there it
+agrees to about 1e-6). An option that the run's model family and data do not read is
+refused, naming where it applies."""
 
 
 @main.command(epilog=_RESUME_HELP)
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="lines: a text file, one document per line (default: built-in US first "
-                   "names); text: a text file, one token stream; tokens: a folder of token "
-                   "shards (`prepare`).")
-@click.option("--encoding", default="utf-8", show_default=True, help="Text encoding of --data.")
+                   "names); text: a text file; tokens: a folder of token shards.")
+@click.option("--encoding", default=None,
+              help=_where("encoding", "text encoding of --data.  [default: utf-8]"))
 @_backend_opt
 @_device_opt
 @click.option("--steps", type=_INT, default=1000, show_default=True, callback=_check_positive,
-              help="Training steps (Adam updates) of the whole run; with --resume, the "
+              help="Training steps (optimiser updates) of the whole run; with --resume, the "
                    "checkpoint's (it cannot change).")
 @click.option("--batch-size", type=_INT, default=1, show_default=True, callback=_check_positive,
-              help="Documents per step.")
+              help="Rows per step (per micro-batch with --grad-accum): documents, or windows "
+                   "of a stream.")
 @click.option("--n-embd", type=_INT, default=16, show_default=True, callback=_check_positive,
               help="Embedding width.")
 @click.option("--n-head", type=_INT, default=4, show_default=True, callback=_check_positive,
@@ -271,74 +308,67 @@ about 1e-6)."""
               help="Context length in tokens; longer documents are cut.")
 @click.option("--mlp-width", type=_INT, default=None, callback=_check_positive,
               help="Hidden width of the MLP.  [default: 4 * n-embd]")
-@click.option("--lr", type=float, default=None, callback=_check_lr,
-              help="Peak learning rate: microgpt's Adam decays it linearly to 0; text runs "
-                   "warm up to it and decay it to --min-lr.  [default: 0.01 names; 1e-3 text]")
+@_optimizer_opt("lr", _F32, "peak learning rate: microgpt's Adam decays it linearly to 0; "
+                            "nanoGPT's recipe warms up to it and decays it to --min-lr.")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=42, show_default=True,
               help="Seed for the shuffle, the initial weights and the samples.")
 @click.option("--steps-per-call", type=_INT, default=50, show_default=True,
               callback=_check_positive,
               help="The most training steps fused into one kernel call (calls are also cut "
                    "to about 0.5 s, so that Ctrl-C never waits long).")
-@click.option("--arch", type=click.Choice(["microgpt", "gpt2"]), default="microgpt",
+@click.option("--arch", type=click.Choice(list(FAMILIES)), default="microgpt",
               show_default=True, help="The model: microgpt's (rmsnorm, ReLU, no biases, Adam) "
                                       "or GPT-2's (LayerNorm, GELU, tied head, AdamW recipe).")
-@click.option("--data-format", type=click.Choice(["lines", "text", "tokens"]), default=None,
+@click.option("--data-format", type=click.Choice(list(KINDS)), default=None,
               help="lines: one document per line with BOS (names); text: the whole file as "
                    "one token stream; tokens: a folder of token shards (`prepare`). Any "
                    "--arch trains on any of them.  [default: lines; text with --arch gpt2; "
                    "with --resume or --init-from, the model's]")
-@click.option("--bias/--no-bias", default=True, show_default=True,
-              help="gpt2: biases in the linear layers and LayerNorms (nanoGPT's bias).")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
-              show_default=True,
-              help="text: the last fraction of the text held out for validation (0: none; "
-                   "the run then evaluates the training split only).")
+@click.option("--bias/--no-bias", default=None,
+              help=_where("bias", "biases in the linear layers and LayerNorms (nanoGPT's "
+                                  "bias).  [default: --bias]"))
+@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=None,
+              help=_where("val_fraction", "the last fraction of the text held out for "
+                          "validation (0: none; the run then evaluates the training split "
+                          "only).  [default: 0.1]"))
 @click.option("--tokenizer", default=None, metavar="char|bpe|PATH",
-              help="text: char (the text's characters), bpe (a byte-level BPE trained on the "
-                   "training text, see --vocab-size), or a tokenizer.json, vocab.json (beside "
-                   "merges.txt) or a folder holding them.  [default: char]")
+              help=_where("tokenizer", "char (the text's characters), bpe (a byte-level BPE "
+                          "trained on the training text, see --vocab-size), or a "
+                          "tokenizer.json, vocab.json (beside merges.txt) or a folder holding "
+                          "them.  [default: char; tokens: the shards' own]"))
 @click.option("--vocab-size", type=_INT, default=None, callback=_check_positive,
-              help="text, --tokenizer bpe: the BPE's vocabulary, at least 257 (256 bytes, "
-                   "then merges, then <|endoftext|>; GPT-2 has 50257).")
-@click.option("--grad-accum", type=_INT, default=1, show_default=True, callback=_check_positive,
-              help="text, tokens: micro-batches of --batch-size accumulated per step.")
-@click.option("--min-lr", type=float, default=None,
-              help="text, tokens: learning rate at the end of the cosine decay.  [default: lr/10]")
-@click.option("--warmup-steps", type=click.IntRange(0, _INT_MAX), default=None,
-              help="text, tokens: steps of linear warm-up.  [default: min(100, steps/10)]")
-@click.option("--lr-decay-steps", type=_INT, default=None,
-              help="text, tokens: step where the cosine decay reaches --min-lr.  "
-                   "[default: --steps]")
-@click.option("--beta1", type=float, default=None,
-              help="text, tokens: AdamW beta1.  [default: 0.9]")
-@click.option("--beta2", type=float, default=None,
-              help="text, tokens: AdamW beta2.  [default: 0.95]")
-@click.option("--weight-decay", type=float, default=None,
-              help="text, tokens: AdamW weight decay of the >= 2-D tensors.  [default: 0.1]")
-@click.option("--grad-clip", type=float, default=None,
-              help="text, tokens: clip the gradient to this global norm (0: off).  "
-                   "[default: 1.0]")
+              help=_where("vocab_size", "with --tokenizer bpe, the BPE's vocabulary, at least 257 "
+                          "(256 bytes, then merges, then <|endoftext|>; GPT-2 has 50257)."))
+@click.option("--grad-accum", type=_INT, default=None, callback=_check_positive,
+              help=_where("grad_accum", "micro-batches of --batch-size accumulated per "
+                                        "step.  [default: 1]"))
+@_optimizer_opt("min_lr", _F32, "learning rate at the end of the cosine decay.")
+@_optimizer_opt("warmup_steps", click.IntRange(0, _INT_MAX), "steps of linear warm-up.")
+@_optimizer_opt("lr_decay_steps", _INT, "step where the cosine decay reaches --min-lr.")
+@_optimizer_opt("beta1", _F32, "Adam's beta1.")
+@_optimizer_opt("beta2", _F32, "Adam's beta2.")
+@_optimizer_opt("weight_decay", _F32, "AdamW weight decay of the >= 2-D tensors.")
+@_optimizer_opt("grad_clip", _F32, "clip the gradient to this global norm (0: off).")
 @click.option("--eval-every", type=_INT, default=None, callback=_check_positive,
-              help="text, tokens: evaluate both splits every N steps (and at the end).  "
-                   "[default: 250]")
+              help=_where("eval_every", "evaluate both splits every N steps (and at the "
+                                        "end).  [default: 250]"))
 @click.option("--eval-iters", type=_INT, default=None, callback=_check_positive,
-              help="text, tokens: batches per split and evaluation.  [default: 20]")
+              help=_where("eval_iters", "batches per split and evaluation.  [default: 20]"))
 @click.option("--eval-choices", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="text, tokens: also score these multiple-choice questions (HellaSwag's "
-                   "jsonl, as `eval --choices`) at each evaluation: acc and acc_norm in its "
-                   "line, the CSV and the plot.  [default with --resume: the run's]")
+              help=_where("eval_choices", "also score these multiple-choice questions "
+                          "(HellaSwag's jsonl, as `eval --choices`) at each evaluation: acc "
+                          "and acc_norm in its line, the CSV and the plot.  [default with "
+                          "--resume: the run's]"))
 @click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=_load_config,
               help="TOML file of option values (e.g. weight_decay = 0.1), each of its option's "
                    "type (an integer for --steps, a string for a path), paths relative to "
                    "the file; the command line wins.")
 @click.option("--threads", type=_INT, default=1, show_default=True, callback=_check_positive,
-              help="c backend: split each batch over N CPU threads, one kernel context each "
-                   "(use at most the cores; more than --batch-size is cut to it); their "
-                   "gradients make one "
-                   "Adam step. Pays off when a step takes more than a few ms (--n-embd 64 and "
-                   "up, or larger batches).")
+              help="c backend: split each step's rows over N CPU threads, one kernel context "
+                   "each (use at most the cores; more than the rows is cut to them); their "
+                   "gradients make one optimiser step. Pays off when a step takes more than "
+                   "a few ms (--n-embd 64 and up, or larger batches).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("model.safetensors"),
               show_default=True, help="Checkpoint file to write (with --resume: FILE).")
 @click.option("--overwrite", is_flag=True,
@@ -349,20 +379,17 @@ about 1e-6)."""
 @click.option("--resume", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Continue the run saved in checkpoint FILE (see below).")
 @click.option("--init-from", type=click.Path(path_type=Path), default=None, metavar="MODEL",
-              help="Start a new run from the weights of checkpoint MODEL (its sizes and "
-                   "vocabulary; fresh optimiser state, this run's own steps, lr and data): "
-                   "to train more or fine-tune on other data.")
+              help="Start a new run from the weights of MODEL, a checkpoint or a Hugging Face "
+                   "GPT-2 folder (its sizes and tokenizer; a smaller --block-size crops its "
+                   "positions; fresh optimiser state, this run's own steps, lr and data): to "
+                   "train more or fine-tune on other data.")
 @click.option("--samples", type=click.IntRange(0, _INT_MAX), default=None,
-              help="Samples to print after training.  [default: 20 names; 1 text]")
-@click.option("--temperature", type=float, default=None, callback=_check_temperature,
-              help="Sampling temperature (0 = greedy).  [default: 0.5 names; 0.8 text]")
+              help="Samples to print after training." + _sample_defaults("samples"))
+@click.option("--temperature", type=_F32, default=None, callback=_check_temperature,
+              help="Sampling temperature (0 = greedy)." + _sample_defaults("temperature"))
 @click.option("--quiet", "-q", is_flag=True, help="Print only the samples.")
 @click.pass_context
-def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_head, n_layer,
-          block_size, mlp_width, lr, seed, steps_per_call, arch, data_format, bias,
-          val_fraction, tokenizer, vocab_size, grad_accum, min_lr, warmup_steps,
-          lr_decay_steps, beta1, beta2, weight_decay, grad_clip, eval_every, eval_iters, eval_choices, threads, out, overwrite, save_every,
-          resume, init_from, samples, temperature, quiet):
+def train(ctx, **o):
     """Train a model and save it to --out, then print samples (microgpt's defaults).
 
     Ctrl-C (or SIGTERM, SIGHUP) stops after the current kernel call, saves the
@@ -377,217 +404,101 @@ def train(ctx, data, encoding, backend, device, steps, batch_size, n_embd, n_hea
     a process's share further), and rank 0 alone prints and saves.
     """
     world = ctx.find_object(World)
+    quiet = o["quiet"]
     say = (lambda *a, **k: None) if quiet else say_line
-    given = {name: ctx.params[name] for name in ctx.params
-             if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
-                                                   ParameterSource.ENVIRONMENT,
-                                                   ParameterSource.DEFAULT_MAP)}
-    _check_threads(threads, backend)
-    if resume is not None and init_from is not None:
-        raise bad_option("--init-from starts a new run from a model's weights and --resume "
-                          "continues a run: give one of them")
-    if resume is not None and hf.is_folder(resume):
-        raise bad_option(f"--resume {str(resume)!r} is a Hugging Face model folder, which "
-                          "holds no training run to continue: start a run from its weights "
-                          f"with --init-from {shlex.quote(str(resume))}")
-    arch, data_format = _resolve_run(given, arch, data_format, resume, init_from)
-    o = {**ctx.params, "arch": arch, "data_format": data_format}
-    if data_format != "lines":
-        return cli_text.train(ctx, o, given, say, quiet, world)
-    reads = _LINES_READS[arch]
-    for name in _TEXT_ONLY:
-        if name in reads:
-            continue
-        if name in given and given[name] != ctx.command.params[_param_index(ctx, name)].default:
-            raise bad_option(f"{_opt_name(name)} applies to "
-                             + "--data-format text and tokens runs (a run on lines has no "
-                               "evaluations and one batch a step)")
-    samples = 20 if samples is None else samples
-    temperature = 0.5 if temperature is None else temperature
-    ck = None
-    if resume is None:
-        if arch == "gpt2":  # nanoGPT's recipe, as text runs have it
-            settings = cli_text.settings_from_options({**o, "grad_accum": 1})
-            cli_text.check_schedule(o, settings)
-        else:
-            settings = TrainSettings(num_steps=steps, batch_size=batch_size,
-                                     lr=0.01 if lr is None else lr, seed=seed,
-                                     steps_per_call=steps_per_call, threads=threads)
-        try:
-            settings.validate()
-        except ValueError as e:
-            raise bad_option(str(e)) from None
-        if n_embd % n_head:
-            raise bad_option(f"--n-embd {n_embd} is not divisible by --n-head {n_head}")
-    else:
-        ck, settings, data, encoding = _plan_resume(resume, given, steps_per_call)
-        settings = dataclasses.replace(settings, threads=threads)
-        out = out if "out" in given else resume
-    init = _init_source(init_from, given, arch) if init_from is not None else None
-    cli_mpi.check_split(world, settings.batch_size, f"--batch-size {settings.batch_size}")
-    check_out(out, data, resume, overwrite)
-    lock_out(ctx, out)
-    rt = runtime(backend, cli_mpi.local_device(backend, device, world.local_rank)
-                 if world is not None else device, quiet, program=FAMILIES[arch].program)
+    given = _given(ctx)
+    _check_threads(o["threads"], o["backend"])
     with user_errors():
-        docs, info = load_data(data, encoding)
-        if ck is not None:
-            resume_rules.check_data(ck, info, f"checkpoint {str(resume)!r}")
-    if settings.batch_size > len(docs):
-        raise bad_option(f"--batch-size {settings.batch_size} is larger than the data "
-                          f"({info.description}): a step would take some documents twice; "
-                          f"use at most {len(docs):,}")
-    if init is not None:
-        vocab, config = Vocab(tuple(init.vocab)), init.config
-        unknown = sorted(set("".join(docs)) - set(vocab.chars))
-        if unknown:
-            raise click.ClickException(
-                f"{info.description}: characters {''.join(unknown)!r} are not in the vocabulary "
-                f"of --init-from {str(init_from)!r}, whose model knows {''.join(vocab.chars)!r}")
-    else:
-        vocab = Vocab.from_docs(docs)
-        config = ck.config if ck is not None else (
-            GPTConfig(vocab.size, n_embd, n_head, n_layer, block_size, mlp_width)
-            if arch == "microgpt" else
-            GPT2Config(vocab.size, n_embd, n_head, n_layer, block_size, mlp_width, bias))
+        p = plan.make(o, given)
+    s, kind = p.settings, p.kind
+    rows = s.batch_size * s.grad_accum
+    cli_mpi.check_split(world, rows, f"--batch-size {s.batch_size}" + (
+        f" x --grad-accum {s.grad_accum} = {rows} windows a step" if kind.evaluates else ""))
+    out = p.out
+    check_out(out, p.data, p.resume_path, o["overwrite"])
+    lock_out(ctx, out)
+    if kind.evaluates:
+        with user_errors():
+            curves.check_writable(out)
+    device = (cli_mpi.local_device(o["backend"], o["device"], world.local_rank)
+              if world is not None else o["device"])
+    rt = runtime(o["backend"], device, quiet, program=p.family.program)
+    with user_errors():
+        data = kind.open(p)
+        config = p.config(data)
+        config.validate()
     T = config.block_size
-    check_memory(config, backend, rt, settings.batch_size, settings.steps_per_call,
-                  len(docs) * (T + 1), 1, settings.contexts * ranks_here(world), 0, out)
-    say(f"data: {info.description}")
-    if init is not None:
-        say(f"starting from the weights of {str(init_from)!r} (step {init.step} of its run)")
-    n_long = sum(len(d) > T - 1 for d in docs)
-    if n_long and not quiet:
-        click.echo(f"warning: {n_long} of {len(docs)} documents are longer than block size - 1 "
-                   f"= {T - 1} characters and are cut", err=True)
-    say(f"num docs: {len(docs)} | vocab size: {vocab.size} | num params: "
-        f"{config.num_params():,} | backend: {backend}"
-        + cli_mpi.describe(world, settings.contexts)
-        + (f" ({rt.device.name})" if rt.device else ""))
+    check_memory(config, o["backend"], rt, s.batch_size, s.steps_per_call,
+                 kind.data_tokens(data, T), s.grad_accum, s.contexts * ranks_here(world),
+                 s.eval_iters if kind.evaluates else 0, out)
+    line, warning = kind.describe(data, T)
+    say(line)
+    if warning and not quiet:
+        click.echo(warning, err=True)
+    if p.init is not None:
+        say(f"starting from the weights of {str(p.init_path)!r}"
+            + (f" (step {p.init.step} of its run)" if p.init.step else ""))
+    biases = f", {'with' if config.bias else 'no'} biases" if hasattr(config, "bias") else ""
+    say(f"model: {config.arch}, {config.n_layer} layers, {config.n_head} heads, n_embd "
+        f"{config.n_embd}, block size {T}{biases} | vocab size {config.vocab_size} | num params: "
+        f"{config.num_params():,} | backend: {o['backend']}"
+        + cli_mpi.describe(world, s.contexts) + (f" ({rt.device.name})" if rt.device else ""))
     exchange = world.exchange if world is not None else None
     with user_errors():
-        if init is not None:
-            run = Training.start(rt, docs, settings, config, info, vocab, init.params,
-                                 exchange=exchange)
-            run.init_from = str(init_from.resolve())
-        elif ck is None:
-            run = Training.start(rt, docs, settings, config, info, exchange=exchange)
-        else:
-            run = Training.resume(rt, ck, docs, settings, info, exchange)
-            say(f"resuming {str(resume)!r} at step {run.step} of {run.num_steps}"
-                + (": the run is complete, nothing to train" if run.done else ""))
+        run = p.start(rt, data, config, exchange)
+        if p.eval_choices is not None:
+            examples = choices.read_examples(p.eval_choices)
+            choices.check_fits(examples, data.vocab, T, f"--eval-choices {str(p.eval_choices)!r}")
+            run.choices = (str(Path(p.eval_choices).resolve()), examples)
+    if p.resume is not None:
+        say(f"resuming {str(p.resume_path)!r} at step {run.step} of {run.num_steps}"
+            + (": the run is complete, nothing to train" if run.done else ""))
     if world is not None:
-        cli_mpi.share_run(world, cli_mpi.RunSpec(run.checkpoint(), run.dataset,
-                                                 settings, backend, device, save_every,
-                                                 str(out)), run)
-    ours = run.step if ck is not None and out.exists() and os.path.samefile(out, resume) else None
-    stopped = train_and_save(run, out, save_every, say, ours, world=world)
+        cli_mpi.share_run(world, cli_mpi.RunSpec(run.checkpoint(), run.dataset, s, o["backend"],
+                                                 o["device"], o["save_every"], str(out)), run)
+    ours = (p.resume.step if p.resume is not None and out.exists()
+            and os.path.samefile(out, p.resume_path) else None)
+    stopped = train_and_save(run, out, o["save_every"], say, quiet, ours, world,
+                             curves_beside=kind.evaluates)
     if stopped:
-        same = f" --threads {settings.threads}" if settings.contexts > 1 else ""
-        exit_saved(ctx, stopped, run, out, same, world)
-    trained = run.step - (ck.step if ck is not None else 0)
+        exit_saved(ctx, stopped, run, out, f" --threads {s.threads}" if s.contexts > 1 else "",
+                   world)
+    trained = run.step - (p.resume.step if p.resume is not None else 0)
     if trained:
         say(f"trained {trained} steps in {run.seconds:.2f} s "
             f"({run.positions / max(run.seconds, 1e-9):,.0f} tok/s)")
-    last = min(100, run.num_steps)
-    say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
-    say(f"saved {out}")
+    if run.evals:
+        say(f"final: {eval_line(*run.evals[-1])}")
+    elif not kind.evaluates:
+        last = min(100, run.num_steps)
+        say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
+    say(f"saved {out}" + (", {}, {}".format(*(f.name for f in curves.paths(out)))
+                          if kind.evaluates else ""))
     exit_if_stdout_closed(ctx, saved_step(run, out))
+    n = kind.samples if o["samples"] is None else o["samples"]
+    temperature = kind.temperature if o["temperature"] is None else o["temperature"]
+    tok = run.dataset.vocab
+    prompts = kind.default_prompts(tok)
     with user_errors():
-        print_samples(iter_names(run.model, run.vocab, samples, temperature, settings.seed),
-                      samples, "names", header=not quiet)
+        print_samples(kind.iter_samples(run.model, tok, n, temperature, s.seed, prompts),
+                      n * max(1, len(prompts)), "text" if kind.evaluates else "names",
+                      header=not quiet)
 
 
-def _resolve_run(given: dict, arch: str, data_format: str | None, resume: Path | None,
-                 init_from: Path | None) -> tuple[str, str]:
-    """(arch, data format) of a train command: the ones given; else those of the model
-    --resume or --init-from names (a Hugging Face folder: gpt2 on text); else microgpt,
-    and lines (text with --arch gpt2, as before lines were open to GPT-2). One-line
-    errors when a given one conflicts with the model's."""
-    source = next(((f"--{n.replace('_', '-')}", p) for n, p in (("resume", resume),
-                                                                ("init_from", init_from))
-                   if p is not None), None)
-    if source is None:
-        fmt = data_format or ("text" if arch == "gpt2" and "arch" in given else "lines")
-        return arch, fmt
-    opt, path = source
-    if hf.is_folder(path):
-        their_arch, their_fmt = "gpt2", "text"
-    else:
-        with user_errors():
-            meta = ckpt.read_metadata(path)
-        their_arch, their_fmt = meta.get("arch", "microgpt"), meta.get("data_format", "lines")
-    what = f"a {their_arch} model of {their_fmt}"
-    if "arch" in given and arch != their_arch:
-        raise bad_option(f"--arch {arch} conflicts with {opt} {str(path)!r}, {what}: leave "
-                         f"--arch out (or give --arch {their_arch})")
-    if data_format is not None and data_format != their_fmt and (
-            opt == "--resume" or "lines" in (data_format, their_fmt)):
-        raise bad_option(f"--data-format {data_format} conflicts with {opt} {str(path)!r}, "
-                         f"{what}: leave --data-format out (or give --data-format {their_fmt})")
-    return their_arch, data_format or their_fmt
-
-
-# Options that only text runs read.
-_TEXT_ONLY = ("bias", "val_fraction", "tokenizer", "vocab_size", "grad_accum", "min_lr", "warmup_steps", "lr_decay_steps",
-              "beta1", "beta2", "weight_decay", "grad_clip", "eval_every", "eval_iters",
-              "eval_choices")
-
-
-# Of those, the ones a run on lines reads, by arch: GPT-2 takes nanoGPT's recipe.
-_LINES_READS = {"microgpt": (), "gpt2": ("bias", "min_lr", "warmup_steps", "lr_decay_steps",
-                                         "beta1", "beta2", "weight_decay", "grad_clip")}
-
-
-def _param_index(ctx, name: str) -> int:
-    return [p.name for p in ctx.command.params].index(name)
-
-
-def _opt_name(name: str) -> str:
-    return "--no-bias" if name == "bias" else "--" + name.replace("_", "-")
-
-
-_SIZE_OPTIONS = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width", "bias")
-
-
-def _init_source(path: Path, given: dict, arch: str) -> ckpt.Checkpoint:
-    """The checkpoint of --init-from (without Adam's moments), or a one-line error: it
-    cannot be read, is another arch, or a size option given conflicts with it."""
-    where = f"--init-from {str(path)!r}"
-    with user_errors():
-        init = ckpt.load(path, adam=False)
-    if init.arch != arch:
-        raise bad_option(f"{where} is a {init.arch} model; this run trains {arch}")
-    for name in _SIZE_OPTIONS:
-        if given.get(name) is not None and given[name] != getattr(init.config, name, None):
-            raise bad_option(f"{_opt_name(name)} {given[name]} conflicts with {where}, whose "
-                              f"model has {getattr(init.config, name, None)}; leave it out (the "
-                              "model keeps its sizes)")
-    return init
-
-
-def _plan_resume(resume: Path, given: dict, steps_per_call: int):
-    """(checkpoint, its TrainSettings, data file or None, encoding) for --resume, or a
-    one-line click error (status 2 when a given option conflicts with the checkpoint)."""
-    where = f"checkpoint {str(resume)!r}"
-    with user_errors():
-        ck = ckpt.load(resume)
-    try:
-        settings = resume_rules.settings_for(ck, given, steps_per_call, where)
-        data, encoding = resume_rules.data_source(ck, given.get("data"), given.get("encoding"),
-                                                  where)
-    except resume_rules.ResumeConflict as e:
-        raise bad_option(str(e)) from None
-    except resume_rules.ResumeError as e:
-        raise click.ClickException(str(e)) from None
-    return ck, settings, data, encoding
+def _given(ctx) -> dict:
+    """The options the user gave (on the command line, in the environment or --config),
+    with their values; the others take the plan's defaults."""
+    return {name: ctx.params[name] for name in ctx.params
+            if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
+                                                  ParameterSource.ENVIRONMENT,
+                                                  ParameterSource.DEFAULT_MAP)}
 
 
 @main.command()
 @click.option("-n", "--num", type=click.IntRange(0, _INT_MAX), default=None,
-              help="Number of samples.  [default: 20 names; 1 text]")
-@click.option("--temperature", type=float, default=None, callback=_check_temperature,
-              help="Sampling temperature (0 = greedy).  [default: 0.5 names; 0.8 text]")
+              help="Number of samples (of each prompt)." + _sample_defaults("samples"))
+@click.option("--temperature", type=_F32, default=None, callback=_check_temperature,
+              help="Sampling temperature (0 = greedy)." + _sample_defaults("temperature"))
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               default=Path("model.safetensors"), show_default=True,
               help="Checkpoint to load, or a Hugging Face GPT-2 folder (config.json, "
@@ -596,8 +507,10 @@ def _plan_resume(resume: Path, given: dict, steps_per_call: int):
               help="Sampling seed (sample i uses random stream i).")
 @click.option("--prompt", multiple=True,
               help="Text models: the text to continue; give it several times for several "
-                   "prompts, continued together (-n samples of each).  [default: a newline]")
-@click.option("--max-new-tokens", type=_INT, default=500, show_default=True,
+                   "prompts, continued together (-n samples of each).  [default: a newline, "
+                   "or the vocabulary's first character when it has no newline]")
+@click.option("--max-new-tokens", type=click.IntRange(0, _INT_MAX), default=500,
+              show_default=True,
               help="Text models: tokens to generate after the prompt (characters for a "
                    "character vocabulary; a byte-level BPE's tokens are bytes and merges of "
                    "them).")
@@ -606,37 +519,56 @@ def _plan_resume(resume: Path, given: dict, steps_per_call: int):
 @_backend_opt
 @_device_opt
 @click.option("--threads", type=_INT, default=1, show_default=True, callback=_check_positive,
-              help="c backend: split the samples over N CPU threads (the names are the same).")
+              help="c backend: split the samples over N CPU threads (the samples are the "
+                   "same).")
 @click.option("--plain", is_flag=True,
               help="One sample per line and nothing else, for pipes: names as they are, "
                    "text samples as JSON strings.")
 @click.pass_context
-def sample(ctx, num, temperature, checkpoint, seed, prompt, max_new_tokens, top_k, backend,
-           device, threads, plain):
+def sample(ctx, **o):
     """Print samples of a trained checkpoint: new names, or continuations of --prompt
     for a text model (nanoGPT's sample.py), each as soon as it is made. Ctrl-C (or
     SIGTERM, SIGHUP) keeps what was printed and says how many."""
-    _check_threads(threads, backend)
+    _check_threads(o["threads"], o["backend"])
+    path = o["checkpoint"]
     with user_errors():
-        ck = (hf.load_checkpoint(checkpoint) if hf.is_folder(checkpoint) else
-              ckpt.load(checkpoint, adam=False))
-    if ck.data_format != "lines":
-        return cli_text.sample(ck, dict(ctx.params))
-    for name in ("prompt", "max_new_tokens", "top_k"):
-        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
-            raise bad_option(f"--{name.replace('_', '-')} applies to text models; "
-                              f"{str(checkpoint)!r} is a names model")
-    num = 20 if num is None else num
-    temperature = 0.5 if temperature is None else temperature
-    if num == 0:
+        ck = hf.load_checkpoint(path) if hf.is_folder(path) else ckpt.load(path, adam=False)
+    kind = KINDS[ck.data_format]
+    given = _given(ctx)
+    for name in set(given) - {"num", "temperature", "checkpoint", "seed", "backend", "device",
+                              "threads", "plain"} - set(kind.sample_options):
+        where = " and ".join(k.name for k in KINDS.values() if name in k.sample_options)
+        raise bad_option(f"{plan.opt(name)} applies to models of {where}; {str(path)!r} is a "
+                         f"model of {kind.name}")
+    n = kind.samples if o["num"] is None else o["num"]
+    temperature = kind.temperature if o["temperature"] is None else o["temperature"]
+    tok = kind.model_tokenizer(ck)
+    prompts = list(o["prompt"]) or kind.default_prompts(tok)
+    if any(not p for p in prompts):
+        raise bad_option("--prompt is empty; give at least one character")
+    T = ck.config.block_size
+    for p in prompts:  # before the backend starts; a prompt the model cannot read: usage
+        with user_errors():
+            try:
+                length = len(tok.encode(p, "--prompt"))
+            except DataError as e:
+                raise OptionConflict(str(e)) from None
+        if length > T:
+            short = repr(p if len(p) <= 30 else p[:30] + "...")
+            click.echo(f"note: --prompt {short} has {length} tokens, more than the model's "
+                       f"context of {T}: it sees the last {T}", err=True)
+    total = n * max(1, len(prompts))
+    if total == 0:
         return
     family = family_of(ck.config)
-    rt = runtime(backend, device, quiet=False, program=family.program)
+    rt = runtime(o["backend"], o["device"], quiet=False, program=family.program)
     with user_errors():
-        model = family.model(rt, ck.config, 0, min(threads, num), None, ck.params, step=ck.step)
-        print_samples(iter_names(model, Vocab(tuple(ck.vocab)), num, temperature, seed), num,
-                      "names", plain)
-
+        # microgpt continues text on the host, one call per token for all rows: one context
+        contexts = 1 if kind.evaluates and family.continues_on_host else min(o["threads"], total)
+        model = family.model(rt, ck.config, 0, contexts, None, ck.params, step=ck.step)
+        print_samples(kind.iter_samples(model, tok, n, temperature, o["seed"], prompts,
+                                        o["max_new_tokens"], o["top_k"]),
+                      total, "text" if kind.evaluates else "names", o["plain"])
 
 @main.command("export-hf")
 @click.argument("checkpoint", type=click.Path(path_type=Path))

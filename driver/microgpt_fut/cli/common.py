@@ -1,12 +1,13 @@
 """What every command of the command line shares: one-line errors, --out's checks and
 lock, the runtime, the memory check, and the save-and-stop loop as click sees it.
 
-cli.py (the commands), cli_text.py (text runs) and cli_mpi.py (the MPI ranks) import
-from here; this module imports none of them.
+cli/commands.py (the commands) and cli/mpi.py (the MPI ranks) import from here; this
+module imports neither.
 """
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shlex
 import signal
@@ -18,8 +19,8 @@ import click
 
 from ..training import checkpoint as ckpt
 from ..training import loop
-from ..training import memory
-from ..data.lines import DataError, OptionConflict
+from ..training import curves, memory
+from ..errors import DataError, OptionConflict
 from ..interrupt import is_stdout_closed, stdout_closed
 from ..training.loop import first_line, lock_path
 from ..backend.runtime import BackendError, Runtime
@@ -200,11 +201,69 @@ def exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> 
     ctx.exit(128 + stop.signum)
 
 
-def train_and_save(run, out: Path | None, save_every: int | None, say, ours: int | None = None,
-                   advance=None, after_save=None, world=None):
-    """loop.train_and_save, its RunFailed as click's one-line error (status 1); the
-    StopRequest when a signal stopped the run (saved), else None."""
+def eval_line(step: int, train_loss: float, val_loss: float, *scores: float) -> str:
+    """nanoGPT's evaluation line; without a validation split (--val-fraction 0, its val
+    loss NaN) the train loss alone; with --eval-choices its acc and acc_norm after."""
+    line = f"step {step}: train loss {train_loss:.4f}"
+    line = line if math.isnan(val_loss) else f"{line}, val loss {val_loss:.4f}"
+    if scores:
+        line += f", acc {scores[0]:.4f}, acc_norm {scores[1]:.4f}"
+    return line
+
+
+def train_and_save(run, out: Path, save_every: int | None, say, quiet: bool,
+                   ours: int | None = None, world=None, curves_beside: bool = False):
+    """loop.train_and_save with the command line's display: a tqdm bar on a terminal,
+    else a progress line every 100 steps (the mean loss of the steps since the last,
+    the gradient norm where the family measures one); nanoGPT's evaluation lines; the
+    loss curves written beside --out at each save when ``curves_beside`` (a run that
+    evaluates). ``world``: rank 0 of an MPI job. The StopRequest when a signal stopped
+    the run (saved), else None; loop.RunFailed becomes click's one-line error."""
+    bar = None
+    if not quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+        bar = tqdm(total=run.num_steps, initial=run.step, unit="step", dynamic_ncols=True,
+                   file=sys.stderr)
+
+    def write(message: str) -> None:
+        """A line on stdout, above the bar when there is one (tqdm.write prints to
+        stdout): a closed stdout stops the run as say_line does."""
+        if bar is None:
+            return say(message)
+        try:
+            bar.write(message)
+        except BrokenPipeError:
+            stdout_closed()
+
+    def progress(step, total, loss, norm, rate, first):
+        if bar is not None:
+            bar.update(step - bar.n)
+            grad = "" if math.isnan(norm) else f" | norm {norm:.2f}"
+            bar.set_postfix_str(f"loss {loss:.4f}{grad} | {rate:,.0f} tok/s")
+        else:
+            grad = "" if math.isnan(norm) else f"| grad norm {norm:.4f} (step {step}) "
+            say(f"step {step:{len(str(total))}d} / {total} | {loop.mean_loss(loss, first, step)} "
+                f"{grad}| {rate:,.0f} tok/s")
+
+    def advance(until, should_stop):
+        run.run(until, progress, lambda *e: write(eval_line(*e)),
+                report_every=10 if bar else 100, should_stop=should_stop)
+
+    def write_curves():
+        config = run.model.config
+        title = (f"{Path(run.dataset.data.path).name}: {config.arch} "
+                 f"{config.num_params() / 1e6:.2f}M params")
+        try:
+            curves.write(out, run.losses, run.norms, run.evals, title, run.dataset.has_val)
+        except OSError as e:
+            raise click.ClickException(f"cannot write the loss curves beside {str(out)!r}: "
+                                       f"{e.strerror or e}; the checkpoint is saved") from None
+
     try:
-        return loop.train_and_save(run, out, save_every, say, ours, advance, after_save, world)
+        return loop.train_and_save(run, out, save_every, write, ours, advance,
+                                   write_curves if curves_beside else None, world)
     except loop.RunFailed as e:
         raise click.ClickException(str(e)) from None
+    finally:
+        if bar is not None:
+            bar.close()

@@ -1,7 +1,7 @@
 """Printing samples as they are made, for `sample` and the samples after `train`.
 
-Samples arrive a device call's worth at a time (trainer.iter_names,
-cli_text.iter_continuations) and are printed and flushed at once, so a long
+Samples arrive a device call's worth at a time (training/sampling.py: iter_names,
+iter_continuations) and are printed and flushed at once, so a long
 `sample -n 1000000` shows its first samples within a second, and Ctrl-C,
 SIGTERM or SIGHUP between two calls keep everything printed so far (the command
 then ends with status 128 + the signal's number and says how many were printed).

@@ -3,7 +3,7 @@
 Two kinds serve every model family (run.Run):
 
 - ``Lines``: documents, one per line, each a row [BOS] + characters + [BOS]
-  (microgpt's names; data.py). The documents are shuffled once under the seed and
+  (microgpt's names; lines.py). The documents are shuffled once under the seed and
   step s takes documents (s*B + i) % N, so a step's rows depend only on (seed, s).
   No evaluation.
 - ``Stream``: one stream of tokens (a text file, text.py, or token shards,
@@ -21,11 +21,20 @@ import numpy as np
 
 from .lines import DataInfo, Vocab, batch_indices, shuffled
 from .text import TextData
-from .tokenizer import CharVocab
+
+
+def other_documents(info: DataInfo, train: dict) -> str:
+    """Why the documents ``info`` describes cannot resume the run of a checkpoint's
+    ``train`` entries (they are not its documents): one line naming both sources."""
+    source = repr(info.path) if info.path else "the built-in dataset"
+    theirs = repr(train.get("data_path")) if train.get("data_path") else "the built-in dataset"
+    return (f"refusing to resume on other data: {source} has {info.n_docs} documents that "
+            f"differ from the {train.get('n_docs')} the checkpoint was trained on (from "
+            f"{theirs}; SHA-256 {str(train.get('data_sha256'))[:12]}...)")
 
 
 class Lines:
-    """Documents as rows (data.Vocab.encode), in microgpt's order under ``seed``.
+    """Documents as rows (lines.Vocab.encode), in microgpt's order under ``seed``.
 
     docs: the documents in file order; info: where they came from (its sha256 is the
     identity a resume checks); vocab: the model's characters (with BOS);
@@ -52,10 +61,15 @@ class Lines:
 
     def batches(self, first: int, k: int, settings) -> tuple[np.ndarray, np.ndarray, int]:
         """Steps first+1..first+k: (tokens int64 [K, 1, B, T+1], n_pos int64 [K, 1, B],
-        valid positions in all), B = settings.batch_size (data.batch_indices)."""
+        valid positions in all), B = settings.batch_size (lines.batch_indices)."""
         idx = batch_indices(first, k, settings.batch_size, len(self.order))
         n_pos = self.n_pos[idx]
         return self.tokens[idx][:, None], n_pos[:, None], int(n_pos.sum())
+
+    def other_data(self, train: dict) -> str:
+        """Why these documents cannot resume the run of a checkpoint's ``train`` entries
+        (``other_documents``)."""
+        return other_documents(self.info, train)
 
     def train_entries(self, step: int, settings) -> dict:
         """The checkpoint's data entries: description, absolute path ("" built-in),
@@ -104,21 +118,25 @@ class Stream:
         s = settings
         return self.data.eval_batches(split, s.seed, step, s.eval_iters, s.batch_size)
 
+    def other_data(self, train: dict) -> str:
+        """Why this stream cannot resume the run of a checkpoint's ``train`` entries (its
+        SHA-256 differs): one line naming both paths."""
+        what = "shards" if self.data_format == "tokens" else "text"
+        return (f"refusing to resume on other data: {self.data.path!r} is not the {what} the "
+                f"checkpoint was trained on ({train.get('data_path')!r}, SHA-256 "
+                f"{str(train.get('data_sha256'))[:12]}...)")
+
     def train_entries(self, step: int, settings, description: str = "") -> dict:
         """The checkpoint's data entries: description, absolute path, sha256 (of the file,
-        or shards.py's digest of the shard set), its length and encoding, val_fraction."""
-        d = self.data
-        return {"data": description or d.path, "data_path": str(Path(d.path).resolve()),
-                "data_sha256": d.sha256, "n_chars": d.n_chars, "encoding": d.encoding,
+        or shards.py's digest of the shard set), its length and encoding, val_fraction,
+        and the settings that only a stream reads (grad_accum, eval_every, eval_iters)."""
+        d, s = self.data, settings
+        return {"grad_accum": s.grad_accum, "eval_every": s.eval_every,
+                "eval_iters": s.eval_iters, "data": description or d.path,
+                "data_path": str(Path(d.path).resolve()), "data_sha256": d.sha256, "n_chars": d.n_chars, "encoding": d.encoding,
                 "val_fraction": float(d.val_fraction)}
 
     def checkpoint_vocab(self):
         """(the checkpoint's ``vocab`` list, its tokenizer): a character vocabulary is
         stored as the list by checkpoint.save, any other tokenizer as its JSON."""
         return [], self.data.vocab
-
-
-def char_vocab_of(dataset) -> CharVocab | None:
-    """The dataset's character vocabulary, or None for another tokenizer."""
-    v = dataset.vocab
-    return v if isinstance(v, CharVocab) else None

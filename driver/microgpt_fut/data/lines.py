@@ -16,15 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-class DataError(ValueError):
-    """The training data cannot be used; the message is one line naming the file."""
-
-
-class OptionConflict(DataError):
-    """The data cannot serve an option as given (a --block-size longer than the text,
-    a --val-fraction outside [0, 1)); the message names the option to change. The
-    command line reports it as a usage error (status 2)."""
+from ..errors import DataError
 
 
 def read_text(path: str | Path, encoding: str = "utf-8") -> str:

@@ -29,7 +29,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .lines import DataError, OptionConflict
+from ..errors import DataError, OptionConflict
 from .shards import DTYPES, ShardWriter, shard_sets, version_for
 from .tokenizer import CharVocab, Tokenizer
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .lines import DataError, OptionConflict
+from ..errors import DataError, OptionConflict
 from .text import TextData
 from .tokenizer import CharVocab, Tokenizer, find_tokenizer_files, load_tokenizer
 

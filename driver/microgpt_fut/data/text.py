@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .lines import DataError, OptionConflict, read_text
+from ..errors import DataError, OptionConflict
+from .lines import read_text
 from .tokenizer import CharVocab, Tokenizer
 
 TRAIN_KIND, EVAL_KINDS = 0, {"train": 1, "val": 2}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .lines import DataError
+from ..errors import DataError
 
 # GPT-2's one special token (end of text); train_bpe gives it the last id, as GPT-2's 50256.
 EOT = "<|endoftext|>"

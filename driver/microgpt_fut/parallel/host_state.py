@@ -24,7 +24,7 @@ gradient norm, clipping, get_lr (Recipe.lr_at) and AdamW (float32, futhark/train
 The shards' weighted sum is exchange.py's: ``Exchange`` in one process, and
 ``MPIExchange`` under ``mpirun``, where the batch is first split among the ranks and
 each rank's partial sum is combined with the others' by Allreduce; both models
-take the same step on every rank (mpi_world.py, cli_mpi.py). --threads and MPI
+take the same step on every rank (mpi_world.py, cli/mpi.py). --threads and MPI
 ranks are the same mechanism: a rank's contexts are its shards.
 
 The host is in the loop once per step (``--steps-per-call`` fuses nothing here):
@@ -147,7 +147,7 @@ class HostStateModel:
     Raises ValueError when several Runtimes are given and one is not the c backend.
     """
 
-    device_class: type  # the family's device model (model.Model, gpt2.GPT2Model)
+    device_class: type  # the family's device model (microgpt.Model, gpt2.GPT2Model)
 
     def __init__(self, rts: list[Runtime], config: GPTConfig, state: HostState,
                  exchange: Exchange | None = None):

@@ -9,7 +9,7 @@ Everything that decides which collective comes next is decided once for all:
   Allreduce (MAX), so a signal to any rank (mpirun turns Ctrl-C into SIGTERM to all
   of them) stops all of them after the same call (``SharedStop``);
 - the run itself: rank 0 parses the options, reads the data and the checkpoint,
-  builds the run and broadcasts it (cli_mpi.py); the other ranks never read options.
+  builds the run and broadcasts it (cli/mpi.py); the other ranks never read options.
 
 Faults: a watchdog.Watchdog connects every rank to rank 0. A rank that dies,
 reports an error or stops answering ends the job: rank 0 prints one line naming

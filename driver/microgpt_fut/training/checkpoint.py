@@ -1,8 +1,8 @@
 """Checkpoints: the model, Adam's moments and the training settings in one safetensors file.
 
 Tensors (float32) carry the model's names: microgpt's state_dict names (``wte``,
-``wpe``, ``lm_head``, ``layer{i}.attn_wq`` ... ``layer{i}.mlp_fc2``, model.py) or
-Hugging Face GPT-2's (``wte.weight``, ``h.{i}.attn.c_attn.weight`` ..., gpt2.py),
+``wpe``, ``lm_head``, ``layer{i}.attn_wq`` ... ``layer{i}.mlp_fc2``, models/microgpt.py) or
+Hugging Face GPT-2's (``wte.weight``, ``h.{i}.attn.c_attn.weight`` ..., models/gpt2.py),
 and Adam's moments under ``adam.m.`` and ``adam.v.`` with the same names;
 ``train.losses`` [step] is the loss of every step so far (and for text runs
 ``train.grad_norms`` [step] each step's gradient norm). The metadata ``arch``
@@ -11,7 +11,7 @@ are microgpt and lines. The safetensors metadata (strings) holds
 FORMAT, the config and vocabulary as JSON, the step, and the run's settings and
 data identity (TRAIN_KEYS), which is all ``train --resume`` needs to continue
 exactly. A text model whose tokenizer is not a character vocabulary (e.g. a
-byte-level BPE) keeps it as ``tokenizer`` (its tokenizer.json, tokenizer.py)
+byte-level BPE) keeps it as ``tokenizer`` (its tokenizer.json, data/tokenizer.py)
 beside an empty ``vocab`` list; character models keep only ``vocab``, as before.
 Writes are atomic: a checkpoint file is either the old one or the complete new one.
 """

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..data.lines import DataError
+from ..errors import DataError
 from ..data.tokenizer import Tokenizer
 
 

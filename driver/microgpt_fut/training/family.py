@@ -1,12 +1,13 @@
 """A model family as a run sees it: the Python side of futhark/gpt_model.fut's ``gpt_model``.
 
-Two families share every run (run.Run): microgpt (model.py: rmsnorm, ReLU, no
-biases, Adam with microgpt's linear decay, ``Adam``) and GPT-2 (gpt2.py:
+Two families share every run (run.Run): microgpt (models/microgpt.py: rmsnorm, ReLU, no
+biases, Adam with microgpt's linear decay, ``Adam``) and GPT-2 (models/gpt2.py:
 LayerNorm, GELU, tied head, nanoGPT's AdamW recipe, ``gpt2.Recipe``). A family
 says how to make its model (on the device, or on the host over --threads
-contexts and MPI ranks: data_parallel.py), how one device call trains K steps,
+contexts and MPI ranks: parallel/host_state.py), how one device call trains K steps,
 how an evaluation batch is scored, and what its optimiser's settings are called
-in a checkpoint. Nothing here knows the data.
+in a checkpoint; and which options it reads: its sizes and its optimiser's, with
+their defaults and checks (training/plan.py reads them). Nothing here knows the data.
 """
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ from ..parallel.exchange import Exchange
 from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
 from ..models.microgpt import GPTConfig, Model
 from ..backend.runtime import Runtime
+from ..errors import OptionConflict
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_float32(opt: str, value: float) -> None:
+    """Raise OptionConflict naming ``opt`` when ``value`` is not a finite float32 (the
+    kernels hold every rate and coefficient in float32: 1e39 would be infinite)."""
+    if not (math.isfinite(value) and abs(value) <= FLOAT32_MAX):
+        raise OptionConflict(f"{opt} {value} is not a finite float32 number (at most "
+                             f"{FLOAT32_MAX:.4g} in magnitude)")
 
 
 @dataclass(frozen=True)
@@ -33,19 +46,45 @@ class Adam:
     eps: float = 1e-8
 
     def validate(self) -> None:
-        """Raise ValueError naming the option when a setting is unusable."""
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"--lr must be a positive number, got {self.lr}")
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"--{name} must be in [0, 1), got {getattr(self, name)}")
+        """Raise OptionConflict naming the option when a setting is unusable."""
+        check_float32("--lr", self.lr)
+        if not self.lr > 0:
+            raise OptionConflict(f"--lr must be a positive number, got {self.lr}")
+        _check_betas(self)
         if not (math.isfinite(self.eps) and self.eps > 0):
-            raise ValueError(f"eps must be positive, got {self.eps}")
+            raise OptionConflict(f"eps must be positive, got {self.eps}")
 
     def to_train(self) -> dict:
         """The checkpoint's ``train`` entries of these settings."""
         return {"lr": float(self.lr), "beta1": float(self.beta1), "beta2": float(self.beta2),
                 "eps": float(self.eps)}
+
+
+def _check_betas(o) -> None:
+    for name in ("beta1", "beta2"):
+        if not 0 <= getattr(o, name) < 1:
+            raise OptionConflict(f"--{name} must be in [0, 1), got {getattr(o, name)}")
+
+
+def validate_recipe(r: Recipe) -> None:
+    """Raise OptionConflict naming the option when one of nanoGPT's settings is unusable."""
+    for name in ("lr", "min_lr", "weight_decay", "grad_clip"):
+        check_float32("--" + name.replace("_", "-"), getattr(r, name))
+    if not r.lr > 0:
+        raise OptionConflict(f"--lr must be a positive number, got {r.lr}")
+    if not 0 <= r.min_lr <= r.lr:
+        raise OptionConflict(f"--min-lr must be in [0, --lr], got {r.min_lr}")
+    if r.warmup_steps < 0:
+        raise OptionConflict(f"--warmup-steps must be at least 0, got {r.warmup_steps}")
+    if r.lr_decay_steps <= r.warmup_steps:
+        raise OptionConflict(f"--lr-decay-steps ({r.lr_decay_steps}) must be larger than "
+                             f"--warmup-steps ({r.warmup_steps})")
+    _check_betas(r)
+    if not r.weight_decay >= 0:
+        raise OptionConflict(f"--weight-decay must be at least 0, got {r.weight_decay}")
+    if not r.grad_clip >= 0:
+        raise OptionConflict(f"--grad-clip must be at least 0 (0: no clipping), got "
+                             f"{r.grad_clip}")
 
 
 def recipe_to_train(r: Recipe) -> dict:
@@ -68,6 +107,19 @@ def optimizer_from_train(train: dict) -> Adam | Recipe:
     return Adam(train["lr"], train["beta1"], train["beta2"], train["eps"])
 
 
+def optimizer_entries(optimizer) -> dict:
+    """The checkpoint's ``train`` entries of either optimiser."""
+    return optimizer.to_train() if isinstance(optimizer, Adam) else recipe_to_train(optimizer)
+
+
+def validate_optimizer(optimizer) -> None:
+    """Raise OptionConflict naming the option when either optimiser's setting is unusable."""
+    if isinstance(optimizer, Adam):
+        optimizer.validate()
+    else:
+        validate_recipe(optimizer)
+
+
 def uses_host_state(contexts: int, exchange: Exchange | None) -> bool:
     """Whether a run trains on the host-state data-parallel models: with several
     contexts (--threads) or several MPI ranks."""
@@ -81,15 +133,32 @@ class Family:
     arch: str
     program: str
     measures_norms: bool  # whether ``train`` gives each step's gradient norm
+    continues_on_host: bool  # whether ``continuations`` runs on the host (one context)
     config_class: type
     device_model: type
     host_model: type
+    # the train options of the model's sizes (click's names; config's fields) and of its
+    # optimiser, each with its default as --help shows it
+    size_options: tuple[str, ...] = ("n_embd", "n_head", "n_layer", "block_size", "mlp_width")
+    optimizer_options: dict[str, str]
+
+    def config(self, vocab_size: int, sizes: dict):
+        """The family's config of ``vocab_size`` and the size options' values (``sizes``,
+        by click name; None: the config's default)."""
+        return self.config_class(vocab_size, **{k: sizes[k] for k in self.size_options
+                                                if sizes.get(k) is not None})
+
+    def optimizer(self, values: dict, num_steps: int):
+        """The optimiser of a fresh run from the optimiser options' values (None: the
+        default of ``optimizer_options``), checked (validate_optimizer). Raises
+        OptionConflict naming the option."""
+        raise NotImplementedError
 
     def model(self, rt: Runtime, config, seed: int, contexts: int = 1,
               exchange: Exchange | None = None, params=None, m=None, v=None, step: int = 0):
         """The run's model: fresh under ``seed`` (params None) or from the arrays
         (float32, config.shapes(); moments zero when not given), on the device, or over
-        ``contexts`` c contexts and the MPI ranks of ``exchange`` (data_parallel.py).
+        ``contexts`` c contexts and the MPI ranks of ``exchange`` (parallel/host_state.py).
         Raises ValueError for a shape that does not match config."""
         if uses_host_state(contexts, exchange):
             rts = runtimes(rt, contexts)
@@ -115,7 +184,7 @@ class Family:
 
     def names(self, model, seed: int, n: int, temperature: float, first: int) -> np.ndarray:
         """Samples first..first+n-1 of a model trained on lines: int64 [n, block_size],
-        each from BOS until the next BOS (then padded with BOS: data.Vocab.decode stops
+        each from BOS until the next BOS (then padded with BOS: data/lines.py's Vocab.decode stops
         there); sample i draws from random stream i under seed."""
         raise NotImplementedError
 
@@ -138,8 +207,17 @@ class Microgpt(Family):
     kernel's loss is the mean over the valid positions of all rows)."""
 
     arch, program = "microgpt", "microgpt"
-    measures_norms = False
+    measures_norms, continues_on_host = False, True
     config_class, device_model, host_model = GPTConfig, Model, DataParallelModel
+    optimizer_options = {"lr": "0.01", "beta1": "0.85", "beta2": "0.99"}
+
+    def optimizer(self, values, num_steps):
+        """Family.optimizer's: microgpt's Adam (microgpt.py's lr 0.01, betas 0.85, 0.99)."""
+        d = Adam()
+        opt = Adam(*(getattr(d, k) if values.get(k) is None else values[k]
+                     for k in ("lr", "beta1", "beta2")))
+        validate_optimizer(opt)
+        return opt
 
     def train(self, model, tokens, n_pos, num_steps, optimizer):
         """Family.train's: microgpt's ``train`` entry point (Adam, linear decay to 0 at
@@ -212,8 +290,31 @@ class GPT2(Family):
     """GPT-2's model and nanoGPT's recipe (gpt2.Recipe)."""
 
     arch, program = "gpt2", "gpt2"
-    measures_norms = True
+    measures_norms, continues_on_host = True, False
     config_class, device_model, host_model = GPT2Config, GPT2Model, DataParallelGPT2
+    size_options = Family.size_options + ("bias",)
+    optimizer_options = {"lr": "1e-3", "min_lr": "lr/10", "warmup_steps": "min(100, steps/10)",
+                         "lr_decay_steps": "--steps", "beta1": "0.9", "beta2": "0.95",
+                         "weight_decay": "0.1", "grad_clip": "1.0"}
+
+    def optimizer(self, values, num_steps):
+        """Family.optimizer's: nanoGPT's recipe (train.py: AdamW betas (0.9, 0.95), weight
+        decay 0.1, clip 1.0, lr 1e-3 decayed to lr/10 at the last step after min(100,
+        steps/10) warm-up steps). A default decay that would end inside the warm-up is
+        refused, naming --warmup-steps."""
+        pick = lambda k, default: default if values.get(k) is None else values[k]  # noqa: E731
+        lr = pick("lr", 1e-3)
+        r = Recipe(lr=lr, min_lr=pick("min_lr", lr / 10),
+                   warmup_steps=pick("warmup_steps", min(100, num_steps // 10)),
+                   lr_decay_steps=pick("lr_decay_steps", num_steps), beta1=pick("beta1", 0.9),
+                   beta2=pick("beta2", 0.95), weight_decay=pick("weight_decay", 0.1),
+                   grad_clip=pick("grad_clip", 1.0))
+        if values.get("lr_decay_steps") is None and r.warmup_steps >= r.lr_decay_steps:
+            raise OptionConflict(f"--warmup-steps {r.warmup_steps} must be less than --steps "
+                                 f"{num_steps}, where the learning rate's decay ends (or give "
+                                 "--lr-decay-steps beyond the warm-up)")
+        validate_optimizer(r)
+        return r
 
     def train(self, model, tokens, n_pos, num_steps, optimizer):
         """Family.train's: GPT-2's ``train`` entry point (the recipe's schedule is its own;

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..data import tokenizer as tokenizers
 from .checkpoint import Checkpoint, CheckpointError, first_nonfinite
-from ..data.lines import DataError
+from ..errors import DataError
 from ..models.gpt2 import GPT2Config
 
 PREFIX = "transformer."   # GPT2LMHeadModel's name for its GPT2Model

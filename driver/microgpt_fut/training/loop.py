@@ -5,14 +5,14 @@
 SIGTERM, SIGHUP or a closed stdout (interrupt.py; under MPI decided by all ranks
 together), and reports what went wrong as ``RunFailed``: one line that says what
 --out still holds. It prints through the ``say`` it is given and knows nothing of
-the command line (cli.py turns RunFailed into click's one-line error).
+the command line (cli/common.py turns RunFailed into click's one-line error).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from . import checkpoint as ckpt
-from ..interrupt import stop_on_signals
+from ..interrupt import StopRequest, stop_on_signals
 
 
 class RunFailed(Exception):
@@ -55,7 +55,7 @@ def mean_loss(loss: float, first: int, step: int) -> str:
 
 def train_and_save(run, out: Path | None, save_every: int | None, say,
                     ours: int | None = None, advance=None, after_save=None,
-                    world=None) -> bool:
+                    world=None) -> StopRequest | None:
     """Train to the end, saving to out every save_every steps and at the end.
 
     ``ours``: the step of the checkpoint of this run that out holds already (a
@@ -70,7 +70,7 @@ def train_and_save(run, out: Path | None, save_every: int | None, say,
     ``world`` (mpi_world.World, under mpirun): every rank runs this loop in lockstep;
     the stop is decided together (World.shared_stop); rank 0 alone saves and
     reports (a failed rank's line says what out holds); the other ranks (out None)
-    raise the run's errors as they are, for cli_mpi.serve.
+    raise the run's errors as they are, for cli/mpi.py's serve.
     """
     worker = world is not None and world.rank > 0
     saved = [ours]  # the step of this run's checkpoint in out, once there is one

@@ -16,10 +16,8 @@ a call's worth at a time and then step by step within the bad call, and is left 
 the last finite step (``diverged``), with the losses of the replayed good steps
 recorded as a run that never diverged records them.
 
-settings (trainer.TrainSettings or text_training.TextSettings, read by duck
-typing): num_steps, batch_size, seed, steps_per_call, threads, grad_accum,
-optimizer (family.Adam or gpt2.Recipe), to_train(); and for stream datasets
-eval_every, eval_iters.
+settings: settings.Settings (num_steps, batch_size, grad_accum, the optimizer, seed,
+steps_per_call, threads; eval_every and eval_iters for stream datasets).
 """
 from __future__ import annotations
 
@@ -141,9 +139,7 @@ class Run:
         if ck.m is None or ck.v is None or ck.losses is None:
             raise ValueError("the checkpoint lacks the optimiser's moments or its loss history")
         if dataset.sha256 != ck.train.get("data_sha256"):
-            raise ValueError(f"refusing to resume on other data: it is not the data the "
-                             f"checkpoint was trained on ({ck.train.get('data_path')!r}, "
-                             f"SHA-256 {str(ck.train.get('data_sha256'))[:12]}...)")
+            raise ValueError(dataset.other_data(ck.train))
         if not 0 <= ck.step <= settings.num_steps:
             raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
         family = family_of(ck.config)

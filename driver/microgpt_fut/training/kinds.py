@@ -1,0 +1,282 @@
+"""The kinds of dataset a run trains on, each declared once: ``lines`` (one document per
+line, microgpt's names), ``text`` (a text file as one token stream) and ``tokens`` (a
+folder of token shards, `prepare`'s).
+
+A kind says which train options it reads (beyond every run's and the model family's),
+whether it evaluates, how it opens its data for a plan (training/plan.py), how a
+resumed run's data is checked to be the run's own, what a run of it prints about its
+data, and how its models are sampled (names, or continuations of a prompt whose
+default the kind gives).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checkpoint import Checkpoint
+from ..data.datasets import other_documents
+from ..data.lines import DataInfo, Vocab, load_data, read_text
+from ..data.shards import folder_tokenizer, find_splits, load_tokens
+from ..data.text import TextData, load_text
+from ..data.tokenizer import CharVocab, Tokenizer, load_tokenizer, train_bpe
+from ..errors import DataError, OptionConflict, ResumeError
+from .lines import Training
+from .sampling import iter_continuations, iter_names
+from .stream import TextTraining
+
+# Options every stream reads: nanoGPT's micro-batches and evaluations.
+STREAM_OPTIONS = ("grad_accum", "eval_every", "eval_iters", "eval_choices")
+
+
+@dataclass
+class Documents:
+    """A lines dataset as opened: the documents in file order, where they came from, and
+    the model's vocabulary (the data's, or the --init-from/--resume model's)."""
+
+    docs: list[str]
+    info: DataInfo
+    vocab: Vocab
+
+
+class Kind:
+    """A kind of dataset (the checkpoint's ``data_format``)."""
+
+    name: str
+    options: tuple[str, ...]   # the train options it reads (click's names)
+    evaluates: bool            # evaluations, loss curves beside --out
+    samples: int               # samples printed after train, and sample's -n default
+    temperature: float         # their default temperature
+    needs_data: str = ""       # the --data a fresh run needs ("" when there is a default)
+    sample_options: tuple[str, ...] = ()  # the sample options its models read
+
+    def check_resumable(self, ck: Checkpoint, where: str) -> None:
+        """Raise ResumeError unless ck holds what its run needs to continue."""
+        if ck.m is None or ck.v is None:
+            raise ResumeError(f"{where} cannot be resumed: it has no Adam moments")
+        if ck.losses is None:
+            raise ResumeError(f"{where} cannot be resumed: it has no loss history "
+                              "'train.losses'")
+        for key in self.required:
+            if key not in ck.train:
+                raise ResumeError(f"{where} cannot be resumed: it lacks the {key!r} metadata "
+                                  "(only checkpoints written by `microgpt-fut train` can)")
+        total = ck.train["num_steps"]
+        if not 0 <= ck.step <= total or total < 1 or ck.train["batch_size"] < 1:
+            raise ResumeError(f"{where} is inconsistent: step {ck.step} of {total} steps")
+
+    required = ("num_steps", "lr", "beta1", "beta2", "eps", "seed", "batch_size",
+                "data_path", "data_sha256", "encoding")
+
+    def stored_data(self, ck: Checkpoint, where: str) -> Path | None:
+        """The data ck's run was trained on, as its checkpoint names it (None: the
+        built-in names). Raises ResumeError, naming that path, when it is gone."""
+        stored = ck.train["data_path"]
+        if not stored and not self.needs_data:
+            return None
+        if not self._exists(Path(stored)):
+            raise ResumeError(f"{where} was trained on {self.what} {stored!r}, which is not "
+                              f"there any more; pass --data with the same {self.same}")
+        return Path(stored)
+
+    def _exists(self, path: Path) -> bool:
+        return path.is_file()
+
+    what, same = "data file", "documents"
+
+
+class LinesKind(Kind):
+    """One document per line, each a row [BOS] + characters + [BOS] (microgpt's names);
+    no evaluations; samples are names."""
+
+    name, options, evaluates, samples, temperature = "lines", ("encoding",), False, 20, 0.5
+    required = Kind.required + ("n_docs", "cursor")
+
+    def check_resumable(self, ck, where):
+        """Kind.check_resumable's, and the data cursor is step x batch size."""
+        super().check_resumable(ck, where)
+        t = ck.train
+        if t["cursor"] != ck.step * t["batch_size"]:
+            raise ResumeError(f"{where} is inconsistent: data cursor {t['cursor']} is not "
+                              f"step {ck.step} x batch size {t['batch_size']}")
+
+    def open(self, plan) -> Documents:
+        """The documents of plan.data (None: the built-in names) and the model's
+        vocabulary: the data's characters, or the fixed model's, which must hold every
+        character of the data. Raises DataError naming the file, OptionConflict for a
+        --batch-size larger than the data, ResumeError for other documents than a
+        resumed run's (datasets.other_documents)."""
+        docs, info = load_data(plan.data, plan.encoding)
+        if plan.resume is not None and info.sha256 != plan.resume.train["data_sha256"]:
+            raise ResumeError(other_documents(info, plan.resume.train))  # identity first
+        vocab = plan.tokenizer if plan.tokenizer is not None else Vocab.from_docs(docs)
+        unknown = sorted(set("".join(docs)) - set(vocab.chars))
+        if unknown:
+            raise DataError(f"{info.description}: characters {''.join(unknown)!r} are not in "
+                            f"the vocabulary of {plan.where}, whose model knows "
+                            f"{''.join(vocab.chars)!r}")
+        if plan.settings.batch_size > len(docs):
+            raise OptionConflict(f"--batch-size {plan.settings.batch_size} is larger than the "
+                                 f"data ({info.description}): a step would take some documents "
+                                 f"twice; use at most {len(docs):,}")
+        return Documents(docs, info, vocab)
+
+    def vocab_size(self, data: Documents) -> int:
+        return data.vocab.size
+
+    def data_tokens(self, data: Documents, block_size: int) -> int:
+        """Tokens the run holds on the host (memory.py)."""
+        return len(data.docs) * (block_size + 1)
+
+    def describe(self, data: Documents, block_size: int) -> tuple[str, str]:
+        """(the line that says what the data is, a warning for stderr or "")."""
+        n_long = sum(len(d) > block_size - 1 for d in data.docs)
+        warn = (f"warning: {n_long} of {len(data.docs)} documents are longer than block size "
+                f"- 1 = {block_size - 1} characters and are cut" if n_long else "")
+        return f"data: {data.info.description}", warn
+
+    def start(self, rt, data: Documents, settings, config, params, init_from, exchange):
+        """A fresh run (run.Run) on the documents."""
+        run = Training.start(rt, data.docs, settings, config, data.info, data.vocab, params,
+                             exchange)
+        run.init_from = init_from
+        return run
+
+    def resume(self, rt, ck, data: Documents, settings, exchange):
+        """ck's run, continued on the documents (checked: ``open``)."""
+        return Training.resume(rt, ck, data.docs, settings, data.info, exchange)
+
+    def model_tokenizer(self, ck: Checkpoint) -> Vocab:
+        """A model's vocabulary as this kind reads it."""
+        return Vocab(tuple(ck.vocab))
+
+    def iter_samples(self, model, tokenizer, n: int, temperature: float, seed: int,
+                     prompts=(), max_new: int = 0, top_k: int = 0):
+        """Names: sampling.iter_names (a lines model has no prompt)."""
+        return iter_names(model, tokenizer, n, temperature, seed)
+
+    def default_prompts(self, tokenizer) -> list[str]:
+        return []
+
+
+class StreamKind(Kind):
+    """One stream of tokens split into train and val; a step's windows and the
+    evaluations as nanoGPT's get_batch and estimate_loss (data/text.py)."""
+
+    evaluates, samples, temperature, needs_data = True, 1, 0.8, "--data"
+    sample_options = ("prompt", "max_new_tokens", "top_k")
+    required = Kind.required
+    max_new = 200  # tokens continued after train
+
+    def open(self, plan) -> TextData:
+        raise NotImplementedError
+
+    def vocab_size(self, data: TextData) -> int:
+        return data.vocab.size
+
+    def data_tokens(self, data: TextData, block_size: int) -> int:
+        return data.n_tokens
+
+    def start(self, rt, data: TextData, settings, config, params, init_from, exchange):
+        return TextTraining.start(rt, data, settings, config, params, init_from, exchange,
+                                  self.name)
+
+    def resume(self, rt, ck, data: TextData, settings, exchange):
+        return TextTraining.resume(rt, ck, data, settings, exchange)
+
+    def model_tokenizer(self, ck: Checkpoint) -> Tokenizer:
+        return ck.text_tokenizer()
+
+    def iter_samples(self, model, tokenizer, n, temperature, seed, prompts=(), max_new=None,
+                     top_k=0):
+        """Continuations of each prompt (sampling.iter_continuations)."""
+        return iter_continuations(model, tokenizer, list(prompts), n,
+                                  self.max_new if max_new is None else max_new, temperature,
+                                  top_k, seed)
+
+    def default_prompts(self, tokenizer: Tokenizer) -> list[str]:
+        """nanoGPT's start, a newline, when the model can read it; else the first token of
+        its vocabulary (a character model of a text without a newline)."""
+        try:
+            tokenizer.encode("\n", "--prompt")
+            return ["\n"]
+        except DataError:
+            return [tokenizer.decode([0])]
+
+    def _kind_of(self, data: TextData) -> str:
+        return "characters" if isinstance(data.vocab, CharVocab) else "byte-level BPE"
+
+
+class TextKind(StreamKind):
+    """A text file as one stream (data/text.py): its characters, a BPE trained on its
+    training split, or a given tokenizer."""
+
+    name = "text"
+    options = ("encoding", "val_fraction", "tokenizer", "vocab_size") + STREAM_OPTIONS
+    what, same = "data file", "text"
+
+    def open(self, plan) -> TextData:
+        """The text of plan.data with the fixed model's tokenizer, or a fresh run's
+        (--tokenizer char, bpe or PATH). Raises DataError naming the file,
+        OptionConflict naming the option (the run's own text is checked at its resume:
+        stream.TextTraining.resume)."""
+        tok = plan.tokenizer
+        if tok is None and plan.tokenizer_choice == "bpe":
+            text = read_text(plan.data, plan.encoding)
+            # the training split only (the text's first 1 - val_fraction)
+            tok = train_bpe(text[:int(len(text) * (1 - plan.val_fraction))], plan.vocab_size)
+        elif tok is None and plan.tokenizer_choice not in (None, "char"):
+            tok = load_tokenizer(plan.tokenizer_choice)
+        return load_text(plan.data, plan.block_size, plan.val_fraction, plan.encoding, tok)
+
+    def describe(self, data: TextData, block_size: int) -> tuple[str, str]:
+        return (f"data: {data.path} | {data.n_chars:,} characters, {data.n_tokens:,} tokens, "
+                f"vocab size {data.vocab.size} ({self._kind_of(data)}) | train "
+                f"{len(data.train):,} tokens, " + (f"val {len(data.val):,}" if len(data.val)
+                                                  else "no validation (--val-fraction 0)"), "")
+
+
+class TokensKind(StreamKind):
+    """A folder of token shards (data/shards.py), tokenized by `prepare`: the folder's
+    tokenizer, or --tokenizer PATH where the folder has none. A model's tokenizer
+    (--init-from, or --tokenizer) must be the shards' own."""
+
+    name = "tokens"
+    options = ("tokenizer",) + STREAM_OPTIONS
+    what, same = "token shards in", "shards"
+
+    def _exists(self, path: Path) -> bool:
+        return path.is_dir()
+
+    def open(self, plan) -> TextData:
+        """The shards of plan.data read with the model's tokenizer: a resumed run's
+        always (its shards are checked by their identity); an --init-from model's or
+        --tokenizer PATH's, refused when the folder's own tokenizer is another (the
+        shards' ids would mean other tokens). Raises DataError naming the folder and
+        OptionConflict for another tokenizer."""
+        tok = plan.tokenizer
+        if tok is None and plan.tokenizer_choice is not None:
+            tok = load_tokenizer(plan.tokenizer_choice)
+        if tok is not None and plan.resume is None:
+            theirs = folder_tokenizer(Path(plan.data), find_splits(plan.data)[2])
+            if theirs is not None and (type(theirs) is not type(tok) or
+                                       theirs.to_json() != tok.to_json()):
+                source = (f"--init-from {str(plan.init_path)!r}" if plan.init is not None else
+                          f"--tokenizer {plan.tokenizer_choice!r}")
+                raise OptionConflict(
+                    f"--data {str(plan.data)!r} holds shards made by another tokenizer "
+                    f"(vocab size {theirs.size}) than {source}'s (vocab size {tok.size}): "
+                    "prepare the text again with `microgpt-fut prepare --tokenizer` of that "
+                    "model's tokenizer")
+        return load_tokens(plan.data, plan.block_size, tok)
+
+    def describe(self, data: TextData, block_size: int) -> tuple[str, str]:
+        return (f"data: {data.path} | token shards, {data.n_tokens:,} tokens, vocab size "
+                f"{data.vocab.size} ({self._kind_of(data)}) | train {len(data.train):,} "
+                "tokens, " + (f"val {len(data.val):,}" if len(data.val)
+                              else "no validation shards"), "")
+
+    def data_tokens(self, data: TextData, block_size: int) -> int:
+        return 0  # memory-mapped
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (LinesKind(), TextKind(), TokensKind())}

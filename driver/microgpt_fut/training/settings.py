@@ -1,0 +1,71 @@
+"""A run's settings: one class for every model family and dataset.
+
+nanoGPT's names: ``num_steps`` in all (the learning-rate schedule's end), ``batch_size``
+rows (documents or windows) per micro-batch, ``grad_accum`` micro-batches per step,
+the optimiser (family.Adam: microgpt's Adam; gpt2.Recipe: nanoGPT's AdamW recipe), the
+evaluations of a dataset that evaluates (``eval_every``, ``eval_iters``), the seed
+(initial weights, data order, windows), and how a run executes: ``steps_per_call``
+steps fused into one device call, ``threads`` c contexts a step is split over.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import OptionConflict
+from ..models.gpt2 import Recipe
+from .family import Adam, optimizer_entries, optimizer_from_train, validate_optimizer
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A run's settings; the defaults are microgpt's job (1000 steps of one document,
+    Adam at lr 0.01). Only ``steps_per_call`` and ``threads`` may change when a run is
+    resumed; the rest are the checkpoint's (``from_train``)."""
+
+    num_steps: int = 1000
+    batch_size: int = 1
+    optimizer: Adam | Recipe = field(default_factory=Adam)
+    grad_accum: int = 1
+    eval_every: int = 250
+    eval_iters: int = 20
+    seed: int = 42
+    steps_per_call: int = 50
+    threads: int = 1
+
+    @property
+    def recipe(self) -> Adam | Recipe:
+        """The optimiser (nanoGPT's word, bench.torch_ref's)."""
+        return self.optimizer
+
+    @property
+    def contexts(self) -> int:
+        """Kernel contexts a step is split over: --threads, but no more than a step's
+        rows (with one, the whole run stays on the device and steps_per_call steps are
+        fused)."""
+        return min(self.threads, self.batch_size * self.grad_accum)
+
+    def validate(self) -> None:
+        """Raise OptionConflict naming the option when a setting is unusable."""
+        for name in ("num_steps", "batch_size", "grad_accum", "eval_every", "eval_iters",
+                     "steps_per_call", "threads"):
+            if getattr(self, name) < 1:
+                opt = "--steps" if name == "num_steps" else f"--{name.replace('_', '-')}"
+                raise OptionConflict(f"{opt} must be at least 1, got {getattr(self, name)}")
+        validate_optimizer(self.optimizer)
+        if not 0 <= self.seed < 2**63:
+            raise OptionConflict(f"--seed must be in [0, 2**63), got {self.seed}")
+
+    def to_train(self) -> dict:
+        """The checkpoint's ``train`` entries of the steps, batch, seed and optimiser (a
+        dataset that evaluates adds grad_accum and its evaluations: datasets.Stream)."""
+        return {"num_steps": self.num_steps, "batch_size": self.batch_size, "seed": self.seed,
+                **optimizer_entries(self.optimizer)}
+
+    @classmethod
+    def from_train(cls, train: dict, steps_per_call: int, threads: int = 1) -> "Settings":
+        """The settings a checkpoint's ``train`` entries hold, run with ``steps_per_call``
+        and ``threads``. KeyError when one is missing (grad_accum, eval_every and
+        eval_iters default to 1, 250 and 20, as for a run on lines, which has none)."""
+        return cls(train["num_steps"], train["batch_size"], optimizer_from_train(train),
+                   train.get("grad_accum", 1), train.get("eval_every", 250),
+                   train.get("eval_iters", 20), train["seed"], steps_per_call, threads)
