@@ -1,6 +1,20 @@
 """The command line: `microgpt-fut train | sample | prepare | eval | export-hf | devices`.
 
 The console script `microgpt-fut` is ``microgpt_fut.cli:main``."""
-from .commands import main
+import sys
+
+
+def main(*args, **kwargs):
+    """The console script: commands.main, imported here rather than at the package's
+    import, so that a Ctrl-C while numpy, click and the commands load ends the process
+    as one inside a command does (``Error: interrupted``, exit 130), not with a
+    traceback of the imports."""
+    try:
+        from .commands import main as commands
+    except KeyboardInterrupt:
+        sys.stderr.write("Error: interrupted\n")
+        raise SystemExit(130) from None
+    return commands(*args, **kwargs)
+
 
 __all__ = ["main"]
