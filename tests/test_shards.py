@@ -91,6 +91,11 @@ def test_prepare_is_deterministic_and_refuses_to_overwrite(tmp_path):
         "in_train_000000.bin", "in_val_000000.bin", "tokenizer.json"]
 
 
+def _last_word_end(text, limit):
+    """The last i <= limit with text[i] whitespace after a non-space, found by a loop."""
+    return next(i for i in range(limit, 0, -1) if text[i].isspace() and not text[i - 1].isspace())
+
+
 def test_prepare_with_bpe_and_validation_files(tmp_path):
     text = SHAKESPEARE.read_text(encoding="utf-8")
     a, b, v = (tmp_path / f"{n}.txt" for n in "abv")
@@ -98,8 +103,8 @@ def test_prepare_with_bpe_and_validation_files(tmp_path):
     r = run("prepare", a, b, "--val", v, "--out", tmp_path / "o", "--tokenizer", "bpe",
             "--vocab-size", 300, "--bpe-sample-mb", 0.02, "--name", "sh")
     assert r.exit_code == 0, r.output
-    # up to the first line end at or after 20,000 bytes (ASCII text), the end left out
-    sample = text[:20_000 + text[20_000:].index("\n")]
+    # up to the last word end (before whitespace) within 20,000 bytes (ASCII text)
+    sample = text[:_last_word_end(text, 20_000)]
     assert f"first {len(sample):,} bytes of 60,000 (--bpe-sample-mb 0.02)" in r.output
     tok = train_bpe(sample, 300)
     eot = tok.eot_id
@@ -341,7 +346,7 @@ def test_bpe_shards_are_the_encoding_of_the_whole_text_for_any_line_length(tmp_p
 
 
 def test_prepare_bpe_learns_from_the_train_split_only(tmp_path):
-    """With --val-fraction, the BPE's sample ends at the first line end after 98% of the
+    """With --val-fraction, the BPE's sample ends at the last word end within 98% of the
     train part's bytes (1 - f of them; the margin as the split is made in tokens), as
     `train --tokenizer bpe` learns from its train split."""
     text = SHAKESPEARE.read_text(encoding="utf-8")[:40_000]
@@ -350,7 +355,7 @@ def test_prepare_bpe_learns_from_the_train_split_only(tmp_path):
     r = run("prepare", src, "--out", tmp_path / "o", "--tokenizer", "bpe", "--vocab-size", 300,
             "--val-fraction", 0.5)
     assert r.exit_code == 0, r.output
-    sample = text[:19_600 + text[19_600:].index("\n")]  # ASCII: bytes are characters
+    sample = text[:_last_word_end(text, 19_600)]  # ASCII: bytes are characters
     assert f"first {len(sample):,} bytes of 40,000" in r.output
     assert shards.load_tokens(tmp_path / "o", 8).vocab == train_bpe(sample, 300)
 
@@ -638,3 +643,69 @@ def test_help_and_messages_name_what_they_mean(tmp_path):
     assert_one_line_error(r, str(one), "1 token")
     r = run("train", "--arch", "microgpt", "--eval-iters", 3, "--steps", 1)
     assert_one_line_error(r, "--eval-iters", "text and tokens")
+
+
+# --------------------------------------------------------------------------- the trial after issue 34
+
+def _sample_bytes(output):
+    """The N of prepare's line "training a BPE ... on the inputs' first N bytes"."""
+    return int(output.split("first ", 1)[1].split(" bytes", 1)[0].replace(",", ""))
+
+
+def _train_text_bytes(folder, name):
+    """The bytes of text that the train split's tokens stand for, decoded by `tokenizers`
+    from the shard (the leading <|endoftext|> left out)."""
+    from tokenizers import Tokenizer
+
+    hf = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    _, _, _, train = read_llmc(folder / f"{name}_train_000000.bin")
+    assert train[0] == hf.token_to_id("<|endoftext|>")
+    return len(hf.decode(train[1:].tolist(), skip_special_tokens=False).encode("utf-8"))
+
+
+def test_bpe_prepare_of_one_line_learns_inside_the_train_split(tmp_path):
+    """A 100 KB input without a line end, and small inputs, with the defaults: the BPE
+    learns from the first bytes (cut inside the line), all of them inside the train
+    split (the text of its tokens, decoded by `tokenizers`); --bpe-sample-mb 0.01 takes
+    at most 10,000 bytes."""
+    text = SHAKESPEARE.read_text(encoding="utf-8")[:100_000].replace("\n", " ")
+    one = tmp_path / "oneline.txt"
+    one.write_text(text, encoding="utf-8")
+    for k, extra in enumerate(([], ["--bpe-sample-mb", 0.01])):
+        r = run("prepare", one, "--out", tmp_path / f"o{k}", "--tokenizer", "bpe",
+                "--vocab-size", 512, *extra)
+        assert r.exit_code == 0, r.output
+        n = _sample_bytes(r.output)
+        assert 0 < n <= (10_000 if extra else 90_000) and "all of them" not in r.output
+        assert n <= _train_text_bytes(tmp_path / f"o{k}", "oneline")
+        # ASCII: bytes are characters; the sample ends before a space, after a word
+        assert text[n] == " " and text[n - 1] != " "
+        assert shards.load_tokens(tmp_path / f"o{k}", 8).vocab == train_bpe([text[:n]], 512)
+    lines = SHAKESPEARE.read_text(encoding="utf-8")
+    for size in (20, 60, 200, 1000):
+        small = tmp_path / f"s{size}.txt"
+        small.write_text(lines[:size], encoding="utf-8")
+        r = run("prepare", small, "--out", tmp_path / f"s{size}", "--tokenizer", "bpe",
+                "--vocab-size", 512)
+        assert r.exit_code == 0, (size, r.output)
+        assert _sample_bytes(r.output) <= _train_text_bytes(tmp_path / f"s{size}", f"s{size}")
+
+
+def test_a_bpe_sample_past_the_train_split_is_refused_with_a_fix_that_works(tmp_path):
+    """Text whose end the BPE compresses far better than its middle (runs of 'a' that the
+    sample learned; random words it did not): the val split's few tokens hold many bytes,
+    so the default sample reaches past the train split. The one-line error names the
+    bytes and a --bpe-sample-mb that then works."""
+    rng = np.random.default_rng(0)
+    words = " ".join("".join(rng.choice(list("bcdfghjklmnpqrstvwxz"), 5)) for _ in range(7000))
+    src = tmp_path / "in.txt"
+    src.write_text("a" * 50_000 + " " + words + " " + "a" * 20_000, encoding="utf-8")
+    args = ["prepare", src, "--out", tmp_path / "o", "--tokenizer", "bpe", "--vocab-size", 300]
+    r = run(*args)
+    assert_one_line_error(r, "the BPE learned from the inputs' first", "bytes",
+                          "--bpe-sample-mb")
+    assert r.exit_code == 1 and not (tmp_path / "o").exists()
+    fix = r.output.split("Error: ", 1)[1].split("--bpe-sample-mb ", 1)[1].split()[0]
+    r = run(*args, "--bpe-sample-mb", fix)
+    assert r.exit_code == 0, r.output
+    assert _sample_bytes(r.output) <= _train_text_bytes(tmp_path / "o", "in")

@@ -699,7 +699,7 @@ def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, va
     P = preparation
     if tokenizer in ("char", "bpe"):
         P.check_rereadable(inputs + val_inputs, f"--tokenizer {tokenizer}")
-    learned = 0
+    learned = []
     if tokenizer == "char":
         tok = P.char_vocab(inputs + val_inputs, should_stop)
     elif tokenizer == "bpe":
@@ -709,14 +709,14 @@ def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, va
         if not val_inputs:  # the split is in tokens, found later: a margin (checked)
             limit = min(limit, int(size * (1 - val_fraction) * P.TRAIN_MARGIN))
         sample = P.text_sample(inputs, limit)
-        n = sum(len(t.encode("utf-8")) for t in sample)
+        learned = [len(t.encode("utf-8")) for t in sample]
+        n = sum(learned)
         say_line(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
                  f"bytes" + (" (all of them)" if n >= size else
                              f" of {size:,} (--bpe-sample-mb {bpe_sample_mb:g}"
                              + ("" if val_inputs else f", --val-fraction {val_fraction:g}")
                              + ")"))
         tok = train_bpe(sample, vocab_size)
-        learned = 0 if val_inputs else P.sample_tokens(tok, sample)
     else:
         tok = load_tokenizer(tokenizer)
     total = sum(p.stat().st_size for p in [*inputs, *val_inputs] if p.is_file())
@@ -733,7 +733,7 @@ def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, va
     try:
         return P.prepare(inputs, out, tok, name=name, shard_tokens=shard_tokens,
                          val_fraction=val_fraction, val_inputs=val_inputs, overwrite=overwrite,
-                         progress=progress, learned_tokens=learned, should_stop=should_stop,
+                         progress=progress, learned_bytes=learned, should_stop=should_stop,
                          cleanups=cleanups), tok
     finally:
         bar.close()

@@ -19,7 +19,9 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import math
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -31,11 +33,11 @@ import numpy as np
 
 from ..errors import DataError, OptionConflict
 from .shards import DTYPES, ShardWriter, shard_sets, version_for
-from .tokenizer import CharVocab, Tokenizer
+from .tokenizer import CharVocab, HFTokenizer, Tokenizer
 
 CHUNK_BYTES = 1 << 20
 # A BPE learns from at most this part of the train split's bytes: the split is made in
-# tokens, after, and prepare refuses a sample that reaches past it (``learned_tokens``).
+# tokens, after, and prepare refuses a sample that reaches past it (``learned_bytes``).
 TRAIN_MARGIN = 0.98
 STAGE_PREFIX = ".prepare-"  # the hidden folder inside --out where a new set is written
 
@@ -132,39 +134,73 @@ def char_vocab(inputs: list[Path], should_stop=None) -> CharVocab:
 
 
 def text_sample(inputs: list[Path], limit_bytes: int) -> list[str]:
-    """The inputs' texts, one str per input in order, up to the first place at or after
-    ``limit_bytes`` bytes of UTF-8 where ``iter_text`` may cut (``_cut``), or all of
-    them when shorter. Because the sample ends where the encoding splits anyway, its
-    tokens are exactly the first ``sample_tokens`` tokens that ``prepare`` writes."""
+    """The inputs' first ``limit_bytes`` bytes of UTF-8 text at most, one str per input
+    in order (all of them when shorter). The last is cut after the last word that
+    ends before whitespace (where GPT-2's pre-tokenizer splits anyway) within the
+    limit, else at the last whole character: a line of any length is cut inside, so
+    that the sample lies within the train split (``prepare`` checks it)."""
     out, n = [], 0
     for path in inputs:
         doc = []
         for piece in iter_text(path):
             raw = piece.encode("utf-8")
-            if n + len(raw) >= limit_bytes:
-                head = len(raw[:max(limit_bytes - n, 0)].decode("utf-8", "ignore"))
-                rest = _first_cut(piece, head)
-                return out + ["".join(doc) + piece[:rest]]
+            if n + len(raw) > limit_bytes:
+                head = len(raw[:limit_bytes - n].decode("utf-8", "ignore"))
+                return out + ["".join(doc) + piece[:_last_word_end(piece, head)]]
             doc.append(piece)
             n += len(raw)
         out.append("".join(doc))
     return out
 
 
-def _first_cut(text: str, start: int) -> int:
-    """The first index >= start where ``_cut`` may cut text (before "\n" or "\r" after a
-    non-space), else len(text)."""
-    for i in range(max(start, 1), len(text)):
-        if text[i] in "\n\r" and not text[i - 1].isspace():
-            return i
-    return len(text)
+def _last_word_end(text: str, limit: int) -> int:
+    """The last index i in (0, limit] where text[i] is whitespace and text[i-1] is not,
+    else ``limit``."""
+    ends = [m.end() for m in re.finditer(r"\S(?=\s)", text[:limit + 1])]
+    return ends[-1] if ends else limit
 
 
-def sample_tokens(tokenizer: Tokenizer, texts: list[str]) -> int:
-    """The number of tokens that ``prepare`` writes for ``text_sample``'s texts (each
-    after the end-of-text token when there is one): the first tokens of the stream."""
-    eot = tokenizer.eot_id is not None
-    return sum(eot + len(tokenizer.encode(t, "the BPE's sample")) for t in texts if t)
+def _token_bytes(tokenizer: Tokenizer) -> np.ndarray:
+    """The bytes of text that each token id stands for: int64 [size]. A byte-level
+    BPE's token strings hold one character per byte (an added token such as
+    <|endoftext|> is its text); any other tokenizer's tokens are decoded one by one."""
+    if isinstance(tokenizer, HFTokenizer) and tokenizer.byte_level():
+        names = (tokenizer.tok.id_to_token(i) or "" for i in range(tokenizer.size))
+        return np.fromiter(map(len, names), np.int64, count=tokenizer.size)
+    return np.fromiter((len(tokenizer.decode([i]).encode("utf-8"))
+                        for i in range(tokenizer.size)), np.int64, count=tokenizer.size)
+
+
+def _learned_in_train(tokens: np.ndarray, doc_tokens: list[int], eot: bool,
+                      learned_bytes: list[int], n_train: int, sizes: np.ndarray) -> int | None:
+    """None when the first ``learned_bytes[k]`` bytes of each document k lie within the
+    first ``n_train`` of ``tokens`` (the documents' tokens one after the other, each
+    after an end-of-text token when ``eot``; ``sizes``: the bytes of each token id),
+    else the bytes of the sample that they cover. Every token holds a byte at least,
+    so no more tokens than the sample's bytes are read."""
+    covered, start = 0, 0
+    for k, want in enumerate(learned_bytes):
+        lo, got = start + eot, 0
+        end = min(n_train, start + doc_tokens[k])
+        while got < want and lo < end:
+            hi = min(end, lo + want - got, lo + CHUNK_BYTES)
+            got += int(sizes[tokens[lo:hi]].sum())
+            lo = hi
+        covered += min(got, want)
+        if got < want:
+            return covered
+        start += doc_tokens[k]
+    return None
+
+
+def _suggest_mb(n_bytes: int) -> str:
+    """A --bpe-sample-mb value below ``n_bytes`` bytes: 90% of them, 2 significant
+    digits rounded down (e.g. 0.077)."""
+    x = n_bytes * 0.9 / 1e6
+    if x <= 0:
+        return "0.000001"
+    q = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return f"{math.floor(x / q) * q:.{max(0, 1 - math.floor(math.log10(x)))}f}"
 
 
 @dataclass
@@ -226,7 +262,7 @@ def out_error(out: Path, e: OSError) -> DataError:
 def prepare(inputs: list[Path], out: Path, tokenizer: Tokenizer, *, name: str = "data",
             shard_tokens: int = 100_000_000, val_fraction: float = 0.1,
             val_inputs: list[Path] = (), overwrite: bool = False,
-            progress=None, learned_tokens: int = 0, should_stop=None,
+            progress=None, learned_bytes: list[int] = (), should_stop=None,
             cleanups: list | None = None) -> Prepared:
     """Tokenize ``inputs`` (and ``val_inputs``) into llm.c shards in ``out``:
     ``{name}_train_{k:06d}.bin``, ``{name}_val_{k:06d}.bin`` and ``tokenizer.json``
@@ -237,8 +273,9 @@ def prepare(inputs: list[Path], out: Path, tokenizer: Tokenizer, *, name: str = 
     are uint16 shards (llm.c version 1) up to 65,536 tokens of vocabulary, else uint32
     (version 2). val_fraction in [0, 1): the last part of all tokens validates, unless
     val_inputs are given. progress: called with (bytes read, tokens written) after each
-    piece (None: nothing). learned_tokens: how many of the first tokens the tokenizer
-    was trained on (``sample_tokens``); they must all fall in the train split.
+    piece (None: nothing). learned_bytes: how many of the first bytes of each input the
+    tokenizer was trained on (``text_sample``); they must all lie within the train
+    split (the text of its tokens).
     should_stop: polled after each piece and each shard chunk; when it returns true,
     ``Stopped`` is raised. cleanups: a list to which the function that removes the
     unfinished set is appended while it is being written (for a second signal, which
@@ -281,7 +318,7 @@ def prepare(inputs: list[Path], out: Path, tokenizer: Tokenizer, *, name: str = 
         cleanups.append(remove_stage)
     try:
         done = _write_set(inputs, stage, tokenizer, name, shard_tokens, val_fraction,
-                          list(val_inputs), progress, learned_tokens, should_stop or bool)
+                          list(val_inputs), progress, list(learned_bytes), should_stop or bool)
         _swap_in(stage, out, old, done)
     except OSError as e:
         raise out_error(out, e) from None
@@ -293,16 +330,17 @@ def prepare(inputs: list[Path], out: Path, tokenizer: Tokenizer, *, name: str = 
 
 
 def _write_set(inputs, stage: Path, tokenizer: Tokenizer, name: str, shard_tokens: int,
-               val_fraction: float, val_inputs: list[Path], progress, learned_tokens: int,
+               val_fraction: float, val_inputs: list[Path], progress, learned_bytes: list[int],
                should_stop) -> Prepared:
     """prepare's whole set, written in ``stage``; the paths are those in ``stage``."""
     version = version_for(tokenizer.size)
     dtype = DTYPES[version]
     tmp = {s: stage / f"{s}.tokens" for s in ("train", "val")}
     writers = {s: ShardWriter(stage, name, s, shard_tokens, version) for s in ("train", "val")}
-    counts = {"train": _tokenize(inputs, tokenizer, tmp["train"], dtype, progress, should_stop)}
-    counts["val"] = (_tokenize(val_inputs, tokenizer, tmp["val"], dtype, progress, should_stop)
-                     if val_inputs else 0)
+    doc_tokens = _tokenize(inputs, tokenizer, tmp["train"], dtype, progress, should_stop)
+    counts = {"train": sum(doc_tokens)}
+    counts["val"] = (sum(_tokenize(val_inputs, tokenizer, tmp["val"], dtype, progress,
+                                   should_stop)) if val_inputs else 0)
     n_all = counts["train"]
     if val_inputs:
         sources = {"train": (tmp["train"], 0, n_all), "val": (tmp["val"], 0, counts["val"])}
@@ -313,10 +351,16 @@ def _write_set(inputs, stage: Path, tokenizer: Tokenizer, name: str, shard_token
         if hi - lo == 0 and (split == "train" or val_fraction > 0 or val_inputs):
             raise DataError(f"the {split} split would hold no tokens: give more input"
                             + ("" if split == "train" else " or a larger --val-fraction"))
-    if learned_tokens > sources["train"][2]:
-        raise DataError(f"the BPE learned from {learned_tokens:,} tokens, more than the train "
-                        f"split's {sources['train'][2]:,}: give a smaller --bpe-sample-mb or "
-                        "--val-fraction")
+    if any(learned_bytes) and not val_inputs:
+        n_train = sources["train"][2]
+        covered = _learned_in_train(np.memmap(tmp["train"], dtype=dtype, mode="r"), doc_tokens,
+                                    tokenizer.eot_id is not None, learned_bytes, n_train,
+                                    _token_bytes(tokenizer))
+        if covered is not None:
+            raise DataError(f"the BPE learned from the inputs' first {sum(learned_bytes):,} "
+                            f"bytes, but the train split's {n_train:,} tokens hold only the "
+                            f"first {covered:,}: give --bpe-sample-mb {_suggest_mb(covered)} "
+                            "(or less), or a smaller --val-fraction")
     for split, (path, lo, hi) in sources.items():
         tokens = np.memmap(path, dtype=dtype, mode="r") if hi > lo else np.zeros(0, dtype)
         for i in range(lo, hi, CHUNK_BYTES):
@@ -372,13 +416,15 @@ def _swap_in(stage: Path, out: Path, old: list[Path], done: Prepared) -> None:
 
 
 def _tokenize(files: list[Path], tok: Tokenizer, dest: Path, dtype, progress,
-              should_stop) -> int:
+              should_stop) -> list[int]:
     """Every file's tokens, each file after the end-of-text token when there is one,
-    appended to ``dest`` as raw ``dtype``; the number of tokens."""
-    n = 0
+    appended to ``dest`` as raw ``dtype``; the number of tokens of each file (its
+    end-of-text token included)."""
+    counts = []
     eot = tok.eot_id
     with open(dest, "wb") as f:
         for path in files:
+            n = 0
             if eot is not None:
                 f.write(np.array([eot], dtype).tobytes())
                 n += 1
@@ -390,4 +436,5 @@ def _tokenize(files: list[Path], tok: Tokenizer, dest: Path, dtype, progress,
                     progress(len(piece.encode("utf-8")), len(ids))
                 if should_stop():
                     raise Stopped()
-    return n
+            counts.append(n)
+    return counts
