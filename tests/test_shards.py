@@ -709,3 +709,33 @@ def test_a_bpe_sample_past_the_train_split_is_refused_with_a_fix_that_works(tmp_
     r = run(*args, "--bpe-sample-mb", fix)
     assert r.exit_code == 0, r.output
     assert _sample_bytes(r.output) <= _train_text_bytes(tmp_path / "o", "in")
+
+
+@pytest.mark.parametrize("how", ["twice", "symlink", "hardlink", "val", "val-symlink", "val-twice"])
+def test_an_input_given_twice_or_also_as_val_is_refused(tmp_path, how):
+    """The same file twice (by name, symlink or hard link) would put its val tokens into
+    train; an input that is also a --val file would validate on trained text. One line,
+    exit 2, naming both, and nothing written."""
+    import os
+
+    src = tmp_path / "f.txt"
+    src.write_text("hello world\n" * 100)
+    other = src
+    if "symlink" in how:
+        other = tmp_path / "link.txt"
+        other.symlink_to(src.name)
+    elif how == "hardlink":
+        other = tmp_path / "hard.txt"
+        os.link(src, other)
+    if how.startswith("val"):
+        v = tmp_path / "v.txt"
+        v.write_text("bye\n" * 10)
+        vals = [v, v] if how == "val-twice" else [other]
+        r = run("prepare", src, *[a for p in vals for a in ("--val", p)], "--out", tmp_path / "o")
+        words = ["--val", "v.txt"] if how == "val-twice" else ["--val", str(other), "input"]
+    else:
+        r = run("prepare", src, other, "--out", tmp_path / "o")
+        words = [str(src), str(other), "twice"]
+    assert_one_line_error(r, *words)
+    assert r.exit_code == 2
+    assert not (tmp_path / "o").exists()

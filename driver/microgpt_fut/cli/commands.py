@@ -660,6 +660,7 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
         if (tokenizer == "bpe") != (vocab_size is not None):
             raise bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"
                               else "--tokenizer bpe needs --vocab-size N (e.g. 512)")
+        P.check_distinct(inputs, val_inputs)
         name = name or Path(inputs[0]).stem
         P.check_name(name)
         P.check_out_folder(out)

@@ -120,6 +120,31 @@ def check_rereadable(inputs: list[Path], why: str) -> None:
                             "--tokenizer PATH (read once)")
 
 
+def check_distinct(inputs: list[Path], val_inputs: list[Path]) -> None:
+    """Raise OptionConflict naming both when a file is given twice (the same path once
+    resolved, or the same inode: a symlink or hard link), among the inputs or the --val
+    files, or as both: its tokens would be counted twice, or the validation text
+    trained on. Paths that cannot be stat'ed are left to ``iter_text`` to name."""
+    seen: dict[tuple, tuple[str, Path]] = {}
+    for role, path in [("input", p) for p in inputs] + [("--val", p) for p in val_inputs]:
+        try:
+            st = path.stat()
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            key = ("path", os.path.realpath(path))
+        if key in seen:
+            first_role, first = seen[key]
+            same = "" if str(first) == str(path) else f" (as {str(first)!r})"
+            if first_role == role:
+                what = "input" if role == "input" else "--val file"
+                raise OptionConflict(f"{role} {str(path)!r} is given twice{same}: give "
+                                     f"each {what} once")
+            raise OptionConflict(f"--val {str(path)!r} is also an input{same}: the validation "
+                                 "text would be trained on; give a --val file that is not an "
+                                 "input, or --val-fraction instead")
+        seen[key] = (role, path)
+
+
 def char_vocab(inputs: list[Path], should_stop=None) -> CharVocab:
     """The sorted characters of all inputs (nanoGPT's ``sorted(list(set(data)))``),
     read in one streaming pass: give the validation files too. should_stop: polled
