@@ -88,10 +88,13 @@ def test_resume_is_bit_identical(rt, tmp_path):
     docs, info = load_data(seven(tmp_path))
     config = GPTConfig(len(set("".join(docs))) + 1)
     ref = straight(rt, tmp_path)
-    exact = ref.keys() == (again := straight(rt, tmp_path)).keys() and all(
-        np.array_equal(ref[n], again[n]) for n in ref)
-    if rt.backend == "c":
-        assert exact, "the c backend must be bit-reproducible"
+    # only c promises the same bits run to run: two equal multicore runs are luck, and
+    # a resumed one need not share it (dynamic scheduling): RESUME_ATOL there
+    exact = rt.backend == "c"
+    if exact:
+        again = straight(rt, tmp_path)
+        assert all(np.array_equal(ref[n], again[n]) for n in ref), \
+            "the c backend must be bit-reproducible"
 
     first = Training.start(rt, docs, settings(50), config, info)
     first.run(until=25)
