@@ -437,3 +437,31 @@ def test_124m_shape_loads_and_greedy_samples_as_transformers(tmp_path):
     for p, row in zip(prompts, got):
         assert row.tolist() == _hf_greedy(model, p, 6)
     print(f"124M: load {load_s:.1f} s, 2 prompts x 6 tokens in {ours_s:.1f} s")
+
+
+def test_an_exported_character_tokenizer_encodes_unknown_characters(tmp_path):
+    """A character vocabulary's tokenizer.json declares no unknown token that its vocab
+    lacks: AutoTokenizer and tokenizers load it and encode a character outside the
+    vocabulary without an error (it is left out: no id the model lacks), the known
+    characters with our ids; load_folder gives back the CharVocab, and a tokenizer.json
+    of the former kind (WordLevel, unk_token "<unk>" missing from its vocab) still
+    loads as it."""
+    from tokenizers import Tokenizer, models
+
+    from microgpt_fut.data.tokenizer import load_tokenizer
+
+    chars = CharVocab.from_text(shakespeare()[:20000])
+    folder = tmp_path / "hf1"
+    hf.export_folder(_trained_checkpoint(chars, False), folder)
+    text = "First € Citizen\u2603!"
+    want = [chars.chars.index(c) for c in text if c in chars.chars]
+    auto = transformers.AutoTokenizer.from_pretrained(folder)
+    assert auto(text)["input_ids"] == want
+    assert auto("€")["input_ids"] == []
+    hf_tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    assert hf_tok.encode(text).ids == want
+    assert hf.load_folder(folder)[2] == chars
+    old = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars.chars)}, unk_token="<unk>"))
+    old.pre_tokenizer, old.decoder = hf_tok.pre_tokenizer, hf_tok.decoder
+    old.save(str(tmp_path / "old.json"))
+    assert load_tokenizer(tmp_path / "old.json") == chars

@@ -372,6 +372,8 @@ def test_the_char_tokenizer_json_is_one_that_tokenizers_loads(tmp_path):
     chars = sorted(set(text))
     hf = Tokenizer.from_file(str(tmp_path / "o" / "tokenizer.json"))
     assert hf.encode(text).ids == [chars.index(c) for c in text]
+    # a character outside the vocabulary is left out, not an error (no "<unk>" it lacks)
+    assert hf.encode("€a☃b").ids == [chars.index("a"), chars.index("b")]
     assert shards.load_tokens(tmp_path / "o", 8).vocab.chars == "".join(chars)
     (tmp_path / "o" / "tokenizer.json").write_text(
         '{"type": "char", "chars": %s}' % json.dumps("".join(chars)))

@@ -102,12 +102,14 @@ class CharVocab(Tokenizer):
 
     def hf_tokenizer(self):
         """This vocabulary as a ``tokenizers.Tokenizer`` (for export to Hugging Face):
-        a WordLevel model {character: id}, every character its own pre-token, the
-        tokens joined without spaces. Characters outside the vocabulary raise
-        in ``encode`` (no unknown token)."""
+        a BPE model without merges and without an unknown token, {character: id}, every
+        character its own pre-token, the tokens joined without spaces. A character
+        outside the vocabulary is left out by ``tokenizers`` (transformers too): no id
+        that the model lacks, no error. (A WordLevel model cannot go without an unknown
+        token: its tokenizer.json names "<unk>", which encoding then misses.)"""
         from tokenizers import Regex, Tokenizer as HFTok, decoders, models, pre_tokenizers
 
-        tok = HFTok(models.WordLevel({c: i for i, c in enumerate(self.chars)}, unk_token=None))
+        tok = HFTok(models.BPE({c: i for i, c in enumerate(self.chars)}, [], unk_token=None))
         tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")  # any character
         tok.decoder = decoders.Fuse()
         return tok
@@ -244,11 +246,16 @@ def from_vocab_merges(vocab: str | Path, merges: str | Path) -> HFTokenizer:
 
 def _char_vocab_of(tok) -> CharVocab | None:
     """The CharVocab that a tokenizer.json written by ``CharVocab.hf_tokenizer`` stands
-    for (so that export and load give back the same tokenizer), else None."""
+    for (so that export and load give back the same tokenizer), else None: a BPE
+    without merges or unknown token, or (written before) a WordLevel model."""
     try:
         state = json.loads(tok.to_str())
         model, dec = state["model"], state.get("decoder") or {}
-        if model.get("type") != "WordLevel" or dec.get("type") != "Fuse":
+        if dec.get("type") != "Fuse" or not (
+                model.get("type") == "WordLevel" or (model.get("type") == "BPE" and not (
+                    model.get("merges") or model.get("unk_token")
+                    or model.get("continuing_subword_prefix")
+                    or model.get("end_of_word_suffix")))):
             return None
         vocab = model["vocab"]
         chars = sorted(vocab, key=vocab.get)

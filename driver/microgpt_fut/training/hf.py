@@ -393,8 +393,9 @@ def export_folder(ck: Checkpoint, folder: str | Path, overwrite: bool = False) -
     ``GPT2LMHeadModel.from_pretrained`` and ``AutoTokenizer.from_pretrained`` load:
     config.json (``hf_config``), model.safetensors (``hf_tensors``, metadata
     format "pt" as transformers writes), the tokenizer (a character vocabulary as a
-    ``tokenizers`` WordLevel tokenizer.json mapping each character to its id; a BPE
-    as its tokenizer.json, plus vocab.json and merges.txt when GPT-2-style).
+    ``tokenizers`` tokenizer.json mapping each character to its id, without an unknown
+    token: ``CharVocab.hf_tokenizer``; a BPE as its tokenizer.json, plus vocab.json and
+    merges.txt when GPT-2-style).
     Returns the file names written.
 
     The files go to a temporary folder beside ``folder``, fsync'ed, which is then
