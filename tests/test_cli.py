@@ -426,3 +426,24 @@ def test_batch_larger_than_the_data_is_refused(tmp_path):
     assert not (tmp_path / "m.safetensors").exists()
     assert run("train", "--data", data, "--batch-size", 3, "--steps", 2, "--samples", 0,
                "--out", tmp_path / "m.safetensors").exit_code == 0
+
+
+def test_the_out_lock_is_taken_on_the_resolved_path(tmp_path):
+    """train's checkpoint lock (and prepare's --out lock): a symlink to --out, or to its
+    folder, is the same --out; the lock is free again once its command ends."""
+    import click
+
+    from microgpt_fut.cli.common import lock_out
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "dlink").symlink_to("d")
+    (tmp_path / "d" / "m.safetensors").write_bytes(b"")
+    (tmp_path / "mlink").symlink_to("d/m.safetensors")
+    with click.Context(click.Command("train")) as first:
+        lock_out(first, tmp_path / "d" / "m.safetensors")
+        for other in (tmp_path / "dlink" / "m.safetensors", tmp_path / "mlink"):
+            with click.Context(click.Command("train")) as second:
+                with pytest.raises(click.ClickException, match="another microgpt-fut process"):
+                    lock_out(second, other)
+    with click.Context(click.Command("train")) as again:
+        lock_out(again, tmp_path / "mlink")

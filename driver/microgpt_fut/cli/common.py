@@ -87,8 +87,9 @@ def check_out(out: Path, data: Path | None = None, resume: Path | None = None,
 
 
 def lock_out(ctx, out: Path) -> None:
-    """Take the lock ``.<name>.lock`` beside --out until the command ends, so that two
-    runs never write the same checkpoint at once (flock: the OS releases it at any
+    """Take the lock ``.<name>.lock`` beside --out (the path it resolves to, loop.lock_path:
+    a symlink is the same --out) until the command ends, so that two runs never write
+    the same checkpoint or shard set at once (flock: the OS releases it at any
     exit, so a dead process's lock is free). A one-line error when another process
     holds it."""
     import fcntl

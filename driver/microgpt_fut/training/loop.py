@@ -9,6 +9,7 @@ the command line (cli/common.py turns RunFailed into click's one-line error).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from . import checkpoint as ckpt
@@ -27,7 +28,11 @@ def first_line(msg: str) -> str:
 
 
 def lock_path(out: Path) -> Path:
-    return out.parent / f".{out.name}.lock"
+    """The lock file of --out: ``.<name>.lock`` beside the path that --out resolves to
+    (symlinks followed, also a dangling one, and ``..``), so that every spelling of one
+    --out (a symlink to it or to a folder above it) takes the same lock."""
+    real = Path(os.path.realpath(out))
+    return real.parent / f".{real.name}.lock"
 
 
 
