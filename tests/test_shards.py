@@ -530,6 +530,29 @@ def test_two_prepares_into_one_out_the_second_is_refused(tmp_path):
                                                       "tokenizer.json"]
 
 
+def test_two_prepares_into_one_out_through_a_symlink_the_second_is_refused(tmp_path):
+    """The lock is taken on --out's resolved path: a symlink to the folder being written
+    (or to a folder above it) is the same --out."""
+    out = tmp_path / "conc2"
+    p, writer = _fifo_prepare(tmp_path, out)
+    with writer:
+        writer.write(SHAKESPEARE.read_text(encoding="utf-8")[:20_000])
+        writer.flush()
+        _wait_for(lambda: any(out.glob(".prepare-*")), p)
+        (tmp_path / "conc2link").symlink_to("conc2")
+        (tmp_path / "up").symlink_to(".")
+        src = tmp_path / "in.txt"
+        src.write_text("hello\n" * 100)
+        for link in (tmp_path / "conc2link", tmp_path / "up" / "conc2"):
+            r = run("prepare", src, "--out", link, "--name", "in", "--overwrite")
+            assert_one_line_error(r, str(link), "another microgpt-fut process")
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 0, stderr
+    assert sorted(p.name for p in out.iterdir()) == ["in_train_000000.bin", "in_val_000000.bin",
+                                                      "tokenizer.json"]
+    assert shards.load_tokens(out, 8).n_tokens == 20_000
+
+
 @pytest.mark.parametrize("args, fragments, code", [
     (["--name", "../escaped"], ["--name '../escaped' is not a file name"], 2),
     (["--name", "a/b"], ["--name 'a/b' is not a file name"], 2),
@@ -741,3 +764,29 @@ def test_an_input_given_twice_or_also_as_val_is_refused(tmp_path, how):
     assert_one_line_error(r, *words)
     assert r.exit_code == 2
     assert not (tmp_path / "o").exists()
+
+
+def test_an_out_holding_a_nanogpt_set_is_an_existing_set(tmp_path):
+    """train.bin, val.bin and meta.pkl (nanoGPT's prepare.py), and GPT-2's vocab.json
+    and merges.txt, are a set that --out already holds: refused without --overwrite
+    (nothing changed), replaced with it (only the new set is left, which train reads)."""
+    out = tmp_path / "o"
+    out.mkdir()
+    old = {"train.bin": np.arange(100, dtype=np.uint16).tobytes(),
+           "val.bin": np.arange(20, dtype=np.uint16).tobytes(),
+           "meta.pkl": pickle.dumps({"vocab_size": 100, "itos": {i: chr(40 + i) for i in range(100)},
+                                     "stoi": {chr(40 + i): i for i in range(100)}}),
+           "vocab.json": b"{}", "merges.txt": b"#version: 0.2\n", "notes.txt": b"mine"}
+    for n, b in old.items():
+        (out / n).write_bytes(b)
+    src = tmp_path / "in.txt"
+    src.write_text("hello world\n" * 100)
+    before = _snapshot(out)
+    r = run("prepare", src, "--out", out)
+    assert_one_line_error(r, "already holds", "merges.txt", "--overwrite")
+    assert r.exit_code == 1 and _snapshot(out) == before
+    r = run("prepare", src, "--out", out, "--overwrite")
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == ["in_train_000000.bin", "in_val_000000.bin",
+                                                      "notes.txt", "tokenizer.json"]
+    assert shards.load_tokens(out, 8).vocab.chars == "\n dehlorw"

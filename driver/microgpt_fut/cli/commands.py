@@ -645,7 +645,10 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
                    "--val-fraction.")
 @click.option("--name", default=None,
               help="The shards' name: NAME_train_000000.bin.  [default: the first input's stem]")
-@click.option("--overwrite", is_flag=True, help="Replace the shards that --out holds.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the token set that --out holds (shards, tokenizer.json, vocab.json "
+                   "and merges.txt, nanoGPT's train.bin, val.bin and meta.pkl); other files "
+                   "stay.")
 @click.pass_context
 def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens,
                     val_fraction, val_inputs, name, overwrite):

@@ -249,13 +249,20 @@ def check_name(name: str) -> None:
                         "(e.g. --name shakespeare)")
 
 
+# The files besides llm.c's shards that a token folder is read from (shards.load_tokens):
+# the tokenizer (``folder_tokenizer``) and nanoGPT's set (``find_splits``).
+SET_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "train.bin", "val.bin", "meta.pkl")
+
+
 def _existing(out: Path) -> list[Path]:
-    """The shard sets and tokenizer.json that ``out`` holds (what --overwrite replaces)."""
+    """The shard sets, tokenizer files and nanoGPT set that ``out`` holds (what
+    --overwrite replaces: a train run on --out would read them)."""
     if not out.is_dir():
         return []
     sets = shard_sets(out)
     found = [p for split in sets.values() for ps in split.values() for p in ps]
-    return sorted(found + [p for p in (out / "tokenizer.json",) if p.is_file()])
+    return sorted(found + [p for p in map(out.joinpath, SET_FILES)
+                           if p.is_file() or p.is_symlink()])
 
 
 def check_out_folder(out: Path) -> None:
