@@ -790,3 +790,13 @@ def test_an_out_holding_a_nanogpt_set_is_an_existing_set(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["in_train_000000.bin", "in_val_000000.bin",
                                                       "notes.txt", "tokenizer.json"]
     assert shards.load_tokens(out, 8).vocab.chars == "\n dehlorw"
+
+
+def test_an_empty_out_is_a_usage_error(tmp_path, monkeypatch):
+    """--out "" would be the current folder: refused (exit 2), nothing written there."""
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "in.txt"
+    src.write_text("hello\n" * 100)
+    r = run("prepare", src, "--out", "")
+    assert_one_line_error(r, "--out", "empty")
+    assert r.exit_code == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]

@@ -622,8 +622,8 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
 
 
 @main.command("prepare")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", required=True, type=click.Path(path_type=Path),
+@click.argument("inputs", nargs=-1, required=True, type=click.Path())
+@click.option("--out", required=True, type=click.Path(),
               help="The folder for the shards and tokenizer.json (made if missing).")
 @click.option("--tokenizer", default="char", show_default=True, metavar="char|bpe|PATH",
               help="char (the inputs' characters), bpe (a byte-level BPE trained on the "
@@ -640,7 +640,7 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
               show_default=True, help="The last fraction of all tokens held out for validation "
                                       "(ignored with --val).")
-@click.option("--val", "val_inputs", multiple=True, type=click.Path(path_type=Path),
+@click.option("--val", "val_inputs", multiple=True, type=click.Path(),
               help="A text file for the validation split (repeatable) instead of "
                    "--val-fraction.")
 @click.option("--name", default=None,
@@ -658,13 +658,18 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
     and moved into place at the end: a failure, Ctrl-C or SIGTERM leaves --out as it
     was."""
     P = preparation
-    inputs, val_inputs = list(inputs), list(val_inputs)
+    # paths as given (an empty one would be the current folder once a Path)
+    for label, given in [("--out", [out]), ("INPUTS", inputs), ("--val", val_inputs)]:
+        if any(not g for g in given):
+            raise bad_option(f"{label} is an empty path: give a "
+                             + ("folder" if label == "--out" else "text file"))
+    inputs, val_inputs, out = list(map(Path, inputs)), list(map(Path, val_inputs)), Path(out)
     with user_errors():
         if (tokenizer == "bpe") != (vocab_size is not None):
             raise bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"
                               else "--tokenizer bpe needs --vocab-size N (e.g. 512)")
         P.check_distinct(inputs, val_inputs)
-        name = name or Path(inputs[0]).stem
+        name = inputs[0].stem if name is None else name
         P.check_name(name)
         P.check_out_folder(out)
         lock = Path(os.path.abspath(out))
