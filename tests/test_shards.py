@@ -800,3 +800,39 @@ def test_an_empty_out_is_a_usage_error(tmp_path, monkeypatch):
     r = run("prepare", src, "--out", "")
     assert_one_line_error(r, "--out", "empty")
     assert r.exit_code == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_a_second_signals_cleanup_removes_the_stage_while_files_are_still_made(tmp_path):
+    """A second signal's cleanup (prepare's, run by the signal watcher thread) removes the
+    unfinished set's hidden folder although the main thread still makes files in it (as
+    it writes shards), so that no `.prepare-*` is left; --out is as it was."""
+    import threading
+
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
+    out = tmp_path / "o"
+    prepare([src], out, char_vocab([src]), name="in")
+    before = _snapshot(out)
+    cleanups = []
+
+    def second_signal(n_bytes, n_tokens):
+        stage, = out.glob(".prepare-*")
+        for i in range(3000):  # a stage of many files: rmtree takes a while
+            (stage / f"s{i}").write_bytes(b"")
+        watcher = threading.Thread(target=cleanups[-1])
+        watcher.start()
+        i = 0
+        while watcher.is_alive():  # the main thread writes on meanwhile
+            try:
+                (stage / f"new{i}").write_bytes(b"")
+            except OSError:
+                break
+            i += 1
+        watcher.join()
+        assert not stage.exists(), f"left with {len(list(stage.iterdir()))} files"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        prepare([src], out, char_vocab([src]), name="in", overwrite=True, progress=second_signal,
+                cleanups=cleanups)
+    assert _snapshot(out) == before and not cleanups

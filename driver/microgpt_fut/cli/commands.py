@@ -682,7 +682,7 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
     with stop_on_signals() as stop, user_errors():
         # a second signal ends the process at once: the unfinished set goes (prepare's
         # cleanup), and the lock file, as train's
-        stop.on_second = lambda: f"interrupted twice: --out {str(out)!r} is as it was"
+        stop.on_second = lambda: _interrupted_twice(out)
         stop.cleanups.append(lambda: lock_path(lock).unlink(missing_ok=True))
         # a closed stdout (SIGPIPE) does not stop prepare: its work is kept, then 141
         stopping = lambda: stop() and stop.signum != signal.SIGPIPE  # noqa: E731
@@ -698,6 +698,15 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
                  f"shard(s), {done.val_tokens:,} val tokens in {len(done.val)}, tokenizer.json "
                  f"(vocab_size {tok.size})")
     exit_if_stdout_closed(ctx, f"wrote {str(out)!r}")
+
+
+def _interrupted_twice(out: Path) -> str:
+    """The line of a second signal during prepare, after its cleanup: --out is as it
+    was, and the unfinished set's hidden folder is named if it could not be removed."""
+    left = preparation.stages(out)
+    return (f"interrupted twice: --out {str(out)!r} is as it was" + (
+        f"; remove the unfinished {str(left[0])!r} (the next prepare into it does)"
+        if left else ""))
 
 
 def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, val_fraction,

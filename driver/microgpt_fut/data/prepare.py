@@ -279,9 +279,27 @@ def remove_stale(out: Path) -> None:
     """Remove the hidden folders (``.prepare-*``) that a killed ``prepare`` left in
     ``out``. Call it only while holding --out's lock: then no other run is writing one."""
     if out.is_dir():
-        for stage in out.glob(f"{STAGE_PREFIX}*"):
-            if stage.is_dir() and not stage.is_symlink():
-                shutil.rmtree(stage, ignore_errors=True)
+        for stage in stages(out):
+            remove_tree(stage)
+
+
+def stages(out: Path) -> list[Path]:
+    """The hidden folders (``.prepare-*``) of unfinished sets in ``out``."""
+    try:
+        return sorted(p for p in out.glob(f"{STAGE_PREFIX}*") if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+
+
+def remove_tree(folder: Path, tries: int = 100) -> bool:
+    """Remove ``folder`` and all in it, again while another thread still writes into it
+    (a second signal's cleanup runs beside the main thread, which may make a file after
+    rmtree listed the folder: then rmtree is repeated). True when it is gone."""
+    for _ in range(tries):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not (folder.exists() or folder.is_symlink()):
+            return True
+    return False
 
 
 def out_error(out: Path, e: OSError) -> DataError:
@@ -341,7 +359,7 @@ def prepare(inputs: list[Path], out: Path, tokenizer: Tokenizer, *, name: str = 
         raise out_error(out, e) from None
 
     def remove_stage():
-        shutil.rmtree(stage, ignore_errors=True)
+        remove_tree(stage)
         if made:
             with contextlib.suppress(OSError):
                 out.rmdir()  # only when nothing else was put there meanwhile
