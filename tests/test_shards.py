@@ -410,10 +410,13 @@ def test_a_failed_overwrite_leaves_the_old_set_exactly(tmp_path):
     assert_one_line_error(r, "val split would hold no tokens")
     assert _snapshot(tmp_path / "o") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "o", "other.txt"]
-    # a new --out that fails is not left behind, nor its lock
-    r = run("prepare", other, "--out", tmp_path / "new" / "o", "--val-fraction", 1e-17)
-    assert_one_line_error(r, "val split would hold no tokens")
-    assert list((tmp_path / "new").iterdir()) == []
+    # a new --out that fails is not left behind, nor its lock, nor the parents it made
+    (tmp_path / "had").mkdir()
+    for args in (["--val-fraction", 1e-17], ["--tokenizer", tmp_path / "none.json"]):
+        r = run("prepare", other, "--out", tmp_path / "had" / "n9" / "n8" / "n7", *args)
+        assert_one_line_error(r, "val split would hold no tokens" if "--val-fraction" in args
+                              else "none.json")
+        assert list((tmp_path / "had").iterdir()) == []
 
 
 def test_an_interrupted_overwrite_leaves_the_old_set_exactly(tmp_path):

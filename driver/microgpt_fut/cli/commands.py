@@ -673,6 +673,10 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
         P.check_name(name)
         P.check_out_folder(out)
         lock = Path(os.path.abspath(out))
+        # the folders above --out that it makes go again unless it succeeds (after the
+        # lock, which lies in them: call_on_close runs the last registered first)
+        made, succeeded = P.missing_parents(out), []
+        ctx.call_on_close(lambda: succeeded or P.remove_empty(made))
         try:  # the lock lies beside --out (as train's beside its checkpoint)
             out.parent.mkdir(parents=True, exist_ok=True)
             lock_out(ctx, lock)
@@ -682,7 +686,7 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
     with stop_on_signals() as stop, user_errors():
         # a second signal ends the process at once: the unfinished set goes (prepare's
         # cleanup), and the lock file, as train's
-        stop.on_second = lambda: _interrupted_twice(out)
+        stop.on_second = lambda: _interrupted_twice(out, made)
         stop.cleanups.append(lambda: lock_path(lock).unlink(missing_ok=True))
         # a closed stdout (SIGPIPE) does not stop prepare: its work is kept, then 141
         stopping = lambda: stop() and stop.signum != signal.SIGPIPE  # noqa: E731
@@ -697,13 +701,16 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
         say_line(f"wrote {out}: {done.train_tokens:,} train tokens in {len(done.train)} "
                  f"shard(s), {done.val_tokens:,} val tokens in {len(done.val)}, tokenizer.json "
                  f"(vocab_size {tok.size})")
+        succeeded.append(True)
     exit_if_stdout_closed(ctx, f"wrote {str(out)!r}")
 
 
-def _interrupted_twice(out: Path) -> str:
-    """The line of a second signal during prepare, after its cleanup: --out is as it
-    was, and the unfinished set's hidden folder is named if it could not be removed."""
+def _interrupted_twice(out: Path, made: list[Path]) -> str:
+    """The line of a second signal during prepare, after its cleanup (the folders
+    ``made`` above --out are removed here, last): --out is as it was, and the
+    unfinished set's hidden folder is named if it could not be removed."""
     left = preparation.stages(out)
+    preparation.remove_empty(made)
     return (f"interrupted twice: --out {str(out)!r} is as it was" + (
         f"; remove the unfinished {str(left[0])!r} (the next prepare into it does)"
         if left else ""))

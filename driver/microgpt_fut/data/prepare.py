@@ -291,6 +291,29 @@ def stages(out: Path) -> list[Path]:
         return []
 
 
+def missing_parents(out: Path) -> list[Path]:
+    """The folders above ``out`` that do not exist yet (that making it would make),
+    innermost first."""
+    missing = []
+    for p in Path(os.path.abspath(out)).parents:
+        if p.exists() or p.is_symlink():
+            break
+        missing.append(p)
+    return missing
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove each of ``folders`` (innermost first) that is empty; stop at one that is
+    not (something else was put there)."""
+    for p in folders:
+        try:
+            p.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
+
+
 def remove_tree(folder: Path, tries: int = 100) -> bool:
     """Remove ``folder`` and all in it, again while another thread still writes into it
     (a second signal's cleanup runs beside the main thread, which may make a file after
