@@ -557,9 +557,13 @@ def test_two_prepares_into_one_out_through_a_symlink_the_second_is_refused(tmp_p
 
 
 @pytest.mark.parametrize("args, fragments, code", [
-    (["--name", "../escaped"], ["--name '../escaped' is not a file name"], 2),
-    (["--name", "a/b"], ["--name 'a/b' is not a file name"], 2),
-    (["--name", ".."], ["--name '..' is not a file name"], 2),
+    (["--name", "../escaped"], ["--name '../escaped' holds a '/'"], 2),
+    (["--name", "a/b"], ["--name 'a/b' holds a '/'"], 2),
+    (["--name", ".."], ["--name '..' names a folder"], 2),
+    (["--name", "."], ["--name '.' names a folder", "--out itself"], 2),
+    (["--name", ""], ["--name '' is empty", "plain file name"], 2),
+    (["--name", "a\nb"], ["--name 'a\\nb' holds a control character"], 2),
+    (["--name", "x" * 240], ["--name 'xxx", "is too long (240 bytes", "at most 229"], 2),
     (["--out", "FILE/o"], ["is a file, not a folder"], 1),
     (["--out", "/sys/microgpt-fut-o"], ["cannot write --out '/sys/microgpt-fut-o'"], 1),
 ])
@@ -839,3 +843,36 @@ def test_a_second_signals_cleanup_removes_the_stage_while_files_are_still_made(t
         prepare([src], out, char_vocab([src]), name="in", overwrite=True, progress=second_signal,
                 cleanups=cleanups)
     assert _snapshot(out) == before and not cleanups
+
+
+@pytest.mark.parametrize("case", ["folder", "val-folder", "val-utf8", "utf8", "unknown",
+                                  "BPE", "Char"])
+def test_prepare_messages_name_the_file_and_the_fix(tmp_path, case):
+    """A folder as input is called a folder; a --val file is called one; bad UTF-8 and an
+    unknown character name the fix; --tokenizer BPE or Char is the kind."""
+    src = tmp_path / "in.txt"
+    src.write_text("hello world\n" * 100)
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "bad.txt").write_bytes(b"ok\n\xffno")
+    (tmp_path / "v.txt").write_text("hello zebra\n")
+    assert run("prepare", src, "--out", tmp_path / "ref").exit_code == 0
+    ref_tok = tmp_path / "ref" / "tokenizer.json"
+    args, words = {
+        "folder": ([tmp_path / "dir"], ["input", "dir'", "is a folder, not a text file"]),
+        "val-folder": ([src, "--val", tmp_path / "dir"], ["--val file", "is a folder"]),
+        "utf8": ([tmp_path / "bad.txt"], ["input", "byte offset 3", "convert it to UTF-8"]),
+        "val-utf8": ([src, "--val", tmp_path / "bad.txt"], ["--val file", "bad.txt",
+                                                             "convert it to UTF-8"]),
+        "unknown": ([src, "--val", tmp_path / "v.txt", "--tokenizer", ref_tok],
+                    ["--val file", "v.txt", "'z'", "--tokenizer char"]),
+        "BPE": ([src, "--tokenizer", "BPE", "--vocab-size", 300], []),
+        "Char": ([src, "--tokenizer", "Char"], []),
+    }[case]
+    r = run("prepare", *args, "--out", tmp_path / "o")
+    if not words:
+        assert r.exit_code == 0, r.output
+        assert shards.load_tokens(tmp_path / "o", 8).vocab.kind == case.lower()
+        return
+    assert_one_line_error(r, *words)
+    assert "input" not in r.output or not case.startswith("val")
+    assert not (tmp_path / "o").exists()

@@ -664,6 +664,8 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
             raise bad_option(f"{label} is an empty path: give a "
                              + ("folder" if label == "--out" else "text file"))
     inputs, val_inputs, out = list(map(Path, inputs)), list(map(Path, val_inputs)), Path(out)
+    if tokenizer.lower() in ("char", "bpe") and not os.path.lexists(tokenizer):
+        tokenizer = tokenizer.lower()  # --tokenizer BPE: the kind, unless such a file exists
     with user_errors():
         if (tokenizer == "bpe") != (vocab_size is not None):
             raise bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"
@@ -723,10 +725,10 @@ def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, va
     should_stop() turns true, DataError as prepare.prepare."""
     P = preparation
     if tokenizer in ("char", "bpe"):
-        P.check_rereadable(inputs + val_inputs, f"--tokenizer {tokenizer}")
+        P.check_rereadable(inputs, f"--tokenizer {tokenizer}", val_inputs)
     learned = []
     if tokenizer == "char":
-        tok = P.char_vocab(inputs + val_inputs, should_stop)
+        tok = P.char_vocab(inputs, should_stop, val_inputs)
     elif tokenizer == "bpe":
         # the train split only: the inputs, of which --val-fraction's end validates
         size = sum(p.stat().st_size for p in inputs if p.is_file())  # bad ones: prepare says

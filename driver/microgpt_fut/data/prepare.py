@@ -40,6 +40,8 @@ CHUNK_BYTES = 1 << 20
 # tokens, after, and prepare refuses a sample that reaches past it (``learned_bytes``).
 TRAIN_MARGIN = 0.98
 STAGE_PREFIX = ".prepare-"  # the hidden folder inside --out where a new set is written
+NAME_MAX = 255  # bytes of a file name (Linux, macOS)
+SHARD_SUFFIX = "_train_000000.bin.partial."  # the longest name --name is part of, and a dot
 
 
 def _cut(text: str, seps: str) -> int:
@@ -57,19 +59,28 @@ def _cut(text: str, seps: str) -> int:
     return 0
 
 
-def iter_text(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
+def file_label(path: Path, val: bool = False) -> str:
+    """How messages name a file given to prepare: "input 'x.txt'" or "--val file 'v.txt'"."""
+    return f"{'--val file' if val else 'input'} {str(path)!r}"
+
+
+def iter_text(path: Path, chunk_bytes: int = CHUNK_BYTES, where: str | None = None
+              ) -> Iterator[str]:
     """The UTF-8 text of a file in pieces of about ``chunk_bytes``, a leading byte-order
     mark dropped. Each piece but the last ends just before a line end (or, in a line
     longer than a chunk, before a space) that follows a non-space character, where
     GPT-2's byte-level BPE splits anyway (``_cut``): the tokens of the pieces are the
     tokens of the whole text. A line without such a place is read whole.
 
-    Raises DataError (one line naming the file) when it is missing, unreadable or
-    empty, or at the byte offset of the first byte sequence that is not UTF-8.
+    Raises DataError (one line naming the file as ``where`` says, default
+    ``file_label``) when it is missing, a folder, unreadable or empty, or at the byte
+    offset of the first byte sequence that is not UTF-8.
     """
-    where = f"input {str(path)!r}"
+    where = where or file_label(path)
     try:
         f = open(path, "rb")
+    except IsADirectoryError:
+        raise DataError(_folder_message(where)) from None
     except OSError as e:
         raise DataError(f"cannot read {where}: {e.strerror or e}") from None
     with f:
@@ -86,7 +97,8 @@ def iter_text(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
             try:
                 text, used = codecs.utf_8_decode(data, "strict", final)
             except UnicodeDecodeError as e:
-                raise DataError(f"{where} is not valid UTF-8 at byte offset {offset + e.start}"
+                raise DataError(f"{where} is not valid UTF-8 at byte offset {offset + e.start}: "
+                                "convert it to UTF-8 first (e.g. iconv -f latin1 -t utf-8)"
                                 ) from None
             pending, offset, carry = data[used:], offset + used, carry + text
             if first and carry:
@@ -106,16 +118,23 @@ class Stopped(Exception):
     """``prepare`` stopped because ``should_stop`` said so (a signal); --out is as before."""
 
 
-def check_rereadable(inputs: list[Path], why: str) -> None:
-    """Raise DataError naming the first input that exists but is not a regular file
-    (a pipe such as /dev/stdin): it cannot be read a second time, as ``why`` needs."""
-    for path in inputs:
+def _folder_message(where: str) -> str:
+    return f"{where} is a folder, not a text file: give the files in it (e.g. DIR/*.txt)"
+
+
+def check_rereadable(inputs: list[Path], why: str, val_inputs: list[Path] = ()) -> None:
+    """Raise DataError naming the first input (or --val file) that exists but is a
+    folder, or not a regular file (a pipe such as /dev/stdin): it cannot be read a
+    second time, as ``why`` needs."""
+    for path, val in [(p, False) for p in inputs] + [(p, True) for p in val_inputs]:
         try:
-            regular = not path.exists() or stat.S_ISREG(path.stat().st_mode)
+            mode = path.stat().st_mode if path.exists() else stat.S_IFREG
         except OSError:
             continue  # iter_text names what is wrong with it
-        if not regular:
-            raise DataError(f"input {str(path)!r} is not a regular file (a pipe?): {why} "
+        if stat.S_ISDIR(mode):
+            raise DataError(_folder_message(file_label(path, val)))
+        if not stat.S_ISREG(mode):
+            raise DataError(f"{file_label(path, val)} is not a regular file (a pipe?): {why} "
                             "reads the inputs twice; save it to a file first, or give "
                             "--tokenizer PATH (read once)")
 
@@ -145,13 +164,14 @@ def check_distinct(inputs: list[Path], val_inputs: list[Path]) -> None:
         seen[key] = (role, path)
 
 
-def char_vocab(inputs: list[Path], should_stop=None) -> CharVocab:
-    """The sorted characters of all inputs (nanoGPT's ``sorted(list(set(data)))``),
-    read in one streaming pass: give the validation files too. should_stop: polled
+def char_vocab(inputs: list[Path], should_stop=None, val_inputs: list[Path] = ()
+               ) -> CharVocab:
+    """The sorted characters of all inputs and ``val_inputs`` (nanoGPT's
+    ``sorted(list(set(data)))``), read in one streaming pass. should_stop: polled
     after each piece; ``Stopped`` is raised when it returns true."""
     chars: set[str] = set()
-    for path in inputs:
-        for piece in iter_text(path):
+    for path, val in [(p, False) for p in inputs] + [(p, True) for p in val_inputs]:
+        for piece in iter_text(path, where=file_label(path, val)):
             chars.update(piece)
             if should_stop is not None and should_stop():
                 raise Stopped()
@@ -241,12 +261,21 @@ class Prepared:
 
 
 def check_name(name: str) -> None:
-    """Raise OptionConflict unless ``name`` is a plain file name (no separator, not . or ..,
-    no NUL), so that every shard stays inside --out."""
-    if (not name or name in (".", "..") or "/" in name or "\0" in name
-            or (os.altsep and os.altsep in name)):
-        raise OptionConflict(f"--name {name!r} is not a file name: give a name without '/' "
-                        "(e.g. --name shakespeare)")
+    """Raise OptionConflict (one line saying why) unless ``name`` is a plain file name:
+    not empty, not . or .., no separator, no NUL or other control character (a newline
+    would break every listing of the shards), short enough that its shards' names fit
+    in 255 bytes; so that every shard stays inside --out."""
+    why = ("is empty" if not name else
+           "names a folder ('.' is --out itself, '..' the one above)" if name in (".", "..")
+           else "holds a '/'" if "/" in name or (os.altsep and os.altsep in name) else
+           "holds a control character (such as a newline)"
+           if any(ord(c) < 32 or ord(c) == 127 for c in name) else
+           f"is too long ({len(name.encode('utf-8'))} bytes: its shard names must fit in "
+           f"{NAME_MAX} bytes, so at most {NAME_MAX - len(SHARD_SUFFIX)})"
+           if len((name + SHARD_SUFFIX).encode("utf-8")) > NAME_MAX else "")
+    if why:
+        raise OptionConflict(f"--name {name!r} {why}: give a plain file name "
+                             "(e.g. --name shakespeare)")
 
 
 # The files besides llm.c's shards that a token folder is read from (shards.load_tokens):
@@ -413,7 +442,7 @@ def _write_set(inputs, stage: Path, tokenizer: Tokenizer, name: str, shard_token
     doc_tokens = _tokenize(inputs, tokenizer, tmp["train"], dtype, progress, should_stop)
     counts = {"train": sum(doc_tokens)}
     counts["val"] = (sum(_tokenize(val_inputs, tokenizer, tmp["val"], dtype, progress,
-                                   should_stop)) if val_inputs else 0)
+                                   should_stop, val=True)) if val_inputs else 0)
     n_all = counts["train"]
     if val_inputs:
         sources = {"train": (tmp["train"], 0, n_all), "val": (tmp["val"], 0, counts["val"])}
@@ -489,10 +518,10 @@ def _swap_in(stage: Path, out: Path, old: list[Path], done: Prepared) -> None:
 
 
 def _tokenize(files: list[Path], tok: Tokenizer, dest: Path, dtype, progress,
-              should_stop) -> list[int]:
+              should_stop, val: bool = False) -> list[int]:
     """Every file's tokens, each file after the end-of-text token when there is one,
     appended to ``dest`` as raw ``dtype``; the number of tokens of each file (its
-    end-of-text token included)."""
+    end-of-text token included). val: the files are --val files (for messages)."""
     counts = []
     eot = tok.eot_id
     with open(dest, "wb") as f:
@@ -501,8 +530,13 @@ def _tokenize(files: list[Path], tok: Tokenizer, dest: Path, dtype, progress,
             if eot is not None:
                 f.write(np.array([eot], dtype).tobytes())
                 n += 1
-            for piece in iter_text(path):
-                ids = tok.encode(piece, f"input {str(path)!r}")
+            where = file_label(path, val)
+            for piece in iter_text(path, where=where):
+                try:
+                    ids = tok.encode(piece, where)
+                except DataError as e:
+                    raise DataError(f"{e}: give a tokenizer that has it, or --tokenizer char "
+                                    "(the inputs' characters)") from None
                 f.write(ids.astype(dtype).tobytes())
                 n += len(ids)
                 if progress is not None:
