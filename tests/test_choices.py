@@ -184,3 +184,28 @@ def test_train_eval_choices_is_refused_where_it_cannot_score(tmp_path):
     r = CliRunner().invoke(main, ["train", "--data-format", "lines", "--eval-choices",
                                   str(EXAMPLES), "--steps", "2"])
     assert_one_line_error(r, "--eval-choices applies to --data-format text")
+
+
+def test_a_bom_is_read_and_a_long_example_names_the_fix(tmp_path):
+    """A jsonl saved with a UTF-8 byte-order mark (as Windows editors do) is read as
+    without it; an example longer than the model's context names the fix, before the
+    backend starts."""
+    rows = EXAMPLES.read_text(encoding="utf-8")
+    f = tmp_path / "bom.jsonl"
+    f.write_bytes(b"\xef\xbb\xbf" + rows.encode("utf-8"))
+    want = [json.loads(ln)["label"] for ln in rows.splitlines() if ln.strip()]
+    assert [e.label for e in choices.read_examples(f)] == want
+    text = tmp_path / "t.txt"
+    text.write_text("the cat sat on the mat. a dog ran.\n" * 40)
+    r = CliRunner().invoke(main, ["train", "--arch", "gpt2", "--data", str(text), "--steps", "1",
+                                  "--n-embd", "8", "--n-head", "2", "--n-layer", "1",
+                                  "--block-size", "16", "--batch-size", "2", "--samples", "0",
+                                  "--out", str(tmp_path / "m.safetensors"), "--quiet"])
+    assert r.exit_code == 0, r.output
+    long = tmp_path / "long.jsonl"
+    long.write_bytes(b"\xef\xbb\xbf" + json.dumps(
+        {"ctx": "the cat sat on the mat. " * 3, "endings": ["a dog", "the mat"], "label": 0}
+    ).encode("utf-8") + b"\n")
+    r = CliRunner().invoke(main, ["eval", "--checkpoint", str(tmp_path / "m.safetensors"),
+                                  "--choices", str(long), "--backend", "c"])
+    assert_one_line_error(r, "example 1", "block_size 16", "shorten")

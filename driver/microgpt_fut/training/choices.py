@@ -31,7 +31,8 @@ class Example:
 
 
 def read_examples(path: str | Path) -> list[Example]:
-    """The examples of a HellaSwag-style jsonl file. Raises DataError (one line naming
+    """The examples of a HellaSwag-style jsonl file (UTF-8, a leading byte-order mark
+    dropped). Raises DataError (one line naming
     the file and line number, and what is wrong) for a missing or unreadable file, a
     line that is not a JSON object with ``ctx`` (a non-empty str), ``endings`` (a list
     of at least two non-empty str) and ``label`` (an int, or a str of digits as in
@@ -39,7 +40,7 @@ def read_examples(path: str | Path) -> list[Example]:
     path = Path(path)
     where = f"choices file {str(path)!r}"
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a leading BOM dropped
     except FileNotFoundError:
         raise DataError(f"{where} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -142,6 +143,10 @@ class Scores:
         return float(np.mean(self.pred_norm == self.label))
 
 
+TOO_LONG_FIX = (": shorten its context, or score a model trained with a larger "
+                "--block-size")
+
+
 def check_fits(examples: list[Example], tok: Tokenizer, block_size: int, where: str) -> None:
     """Raise DataError (one line naming ``where`` and the example) when an example's
     text has a token the tokenizer cannot encode or a row is longer than block_size:
@@ -153,7 +158,8 @@ def check_fits(examples: list[Example], tok: Tokenizer, block_size: int, where: 
             raise DataError(f"{where}, example {i}: {e}") from None
         if tokens.shape[1] > block_size:
             raise DataError(f"{where}, example {i}: context and ending hold {tokens.shape[1]} "
-                            f"tokens, more than the model's block_size {block_size}")
+                            f"tokens, more than the model's block_size {block_size}"
+                            + TOO_LONG_FIX)
 
 
 def evaluate(examples: list[Example], tok: Tokenizer,
@@ -167,7 +173,7 @@ def evaluate(examples: list[Example], tok: Tokenizer,
         if tokens.shape[1] > block_size:
             raise DataError(f"choices example {i}: context and ending hold "
                             f"{tokens.shape[1]} tokens, more than the model's block_size "
-                            f"{block_size}")
+                            f"{block_size}" + TOO_LONG_FIX)
         total, mean = ending_losses(logits_fn(tokens), tokens, mask)
         preds.append(int(total.argmin()))
         norms.append(int(mean.argmin()))
