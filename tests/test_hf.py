@@ -465,3 +465,18 @@ def test_an_exported_character_tokenizer_encodes_unknown_characters(tmp_path):
     old.pre_tokenizer, old.decoder = hf_tok.pre_tokenizer, hf_tok.decoder
     old.save(str(tmp_path / "old.json"))
     assert load_tokenizer(tmp_path / "old.json") == chars
+
+
+def test_export_into_a_missing_folder_names_it(tmp_path):
+    """export-hf C nn/a/b with nn/a missing: one line naming the missing folder and the
+    fix, nothing written; a folder above that is a file is named as one."""
+    ck = _trained_checkpoint(CharVocab.from_text(shakespeare()[:20000]), False)
+    with pytest.raises(hf.HFError) as e:
+        hf.export_folder(ck, tmp_path / "nn" / "a" / "b")
+    line = _one_line(e)
+    assert f"{str(tmp_path / 'nn' / 'a')!r} does not exist" in line and "mkdir -p" in line
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(hf.HFError) as e:
+        hf.export_folder(ck, tmp_path / "f" / "b")
+    assert f"{str(tmp_path / 'f')!r} is a file" in _one_line(e)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import struct
 import tempfile
@@ -417,6 +418,13 @@ def export_folder(ck: Checkpoint, folder: str | Path, overwrite: bool = False) -
     tok = ck.text_tokenizer()
     if folder.exists() and not folder.is_dir():
         raise HFError(f"cannot export to {where}: it is a file")
+    above = next((p for p in folder.parents if p.exists()), None)  # the nearest that exists
+    if above is not None and not above.is_dir():
+        raise HFError(f"cannot export to {where}: {str(above)!r} is a file, not a folder; "
+                      "give a folder")
+    if above != folder.parent:
+        raise HFError(f"cannot export to {where}: the folder {str(folder.parent)!r} does not "
+                      f"exist; make it first (mkdir -p {shlex.quote(str(folder.parent))})")
     if folder.is_dir() and any(folder.iterdir()) and not overwrite:
         raise HFError(f"{where} exists and is not empty: choose another folder, or pass "
                       "--overwrite to replace the export's files in it")
