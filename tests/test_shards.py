@@ -876,3 +876,32 @@ def test_prepare_messages_name_the_file_and_the_fix(tmp_path, case):
     assert_one_line_error(r, *words)
     assert "input" not in r.output or not case.startswith("val")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_second_signal_just_after_the_swap_keeps_the_old_set(tmp_path, monkeypatch):
+    """A second signal whose cleanup runs when the new set has just been moved in (the
+    old one waits in the hidden folder, to be removed): the old set is put back, byte
+    for byte, and no hidden folder is left (the cleanup once removed the old set with
+    the hidden folder, leaving the new one under a line saying "as it was")."""
+    from microgpt_fut.data import prepare as preparation
+
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
+    out = tmp_path / "o"
+    prepare([src], out, char_vocab([src]), name="in")
+    before = _snapshot(out)
+    cleanups = []
+    swap = preparation._swap_in
+
+    def swap_then_second_signal(*args, **kwargs):
+        swap(*args, **kwargs)
+        cleanups[-1]()  # the watcher thread's cleanup; the process would end at once
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(preparation, "_swap_in", swap_then_second_signal)
+    other = tmp_path / "other.txt"
+    other.write_text("xyz\n" * 5000)
+    with pytest.raises(KeyboardInterrupt):
+        prepare([other], out, char_vocab([other]), name="in", overwrite=True, shard_tokens=1000,
+                cleanups=cleanups)
+    assert _snapshot(out) == before

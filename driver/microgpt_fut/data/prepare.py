@@ -25,6 +25,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -381,7 +382,8 @@ def prepare(inputs: list[Path], out: Path, tokenizer: Tokenizer, *, name: str = 
     should_stop: polled after each piece and each shard chunk; when it returns true,
     ``Stopped`` is raised. cleanups: a list to which the function that removes the
     unfinished set is appended while it is being written (for a second signal, which
-    ends the process at once), and removed after.
+    ends the process at once; run from another thread, it waits for a swap under way
+    and puts back an old set that was just moved out), and removed after.
 
     The whole set is written to a hidden folder inside ``out`` and moved into place
     at the end, the old set (``overwrite``) moved out first: any failure leaves
@@ -410,24 +412,40 @@ def prepare(inputs: list[Path], out: Path, tokenizer: Tokenizer, *, name: str = 
     except OSError as e:
         raise out_error(out, e) from None
 
+    # The swap and the end are guarded against a second signal's cleanup (run by another
+    # thread while this one goes on): it waits for a swap under way, and puts the old set
+    # back from the hidden folder when the new one is in but the run has not finished.
+    guard, swapped, finished = threading.RLock(), [], []
+
     def remove_stage():
         remove_tree(stage)
         if made:
             with contextlib.suppress(OSError):
                 out.rmdir()  # only when nothing else was put there meanwhile
 
+    def second_signal():
+        with guard:
+            if finished:
+                return
+            if swapped:
+                _undo_swap(out, *swapped[0])
+            remove_stage()
+
     if cleanups is not None:
-        cleanups.append(remove_stage)
+        cleanups.append(second_signal)
     try:
         done = _write_set(inputs, stage, tokenizer, name, shard_tokens, val_fraction,
                           list(val_inputs), progress, list(learned_bytes), should_stop or bool)
-        _swap_in(stage, out, old, done)
+        with guard:
+            _swap_in(stage, out, old, done, swapped)
     except OSError as e:
         raise out_error(out, e) from None
     finally:
-        remove_stage()
+        with guard:
+            finished.append(True)
+            remove_stage()
         if cleanups is not None:
-            cleanups.remove(remove_stage)
+            cleanups.remove(second_signal)
     return done
 
 
@@ -484,9 +502,22 @@ def _write_set(inputs, stage: Path, tokenizer: Tokenizer, name: str, shard_token
     return done
 
 
-def _swap_in(stage: Path, out: Path, old: list[Path], done: Prepared) -> None:
+def _undo_swap(out: Path, trash: Path, moved_old: list[Path], moved_new: list[Path]) -> None:
+    """Put back what ``_swap_in`` moved: the new files (``moved_new``, their paths in the
+    stage) from ``out`` to the stage, the old ones (``moved_old``) from ``trash``."""
+    for p in moved_new:
+        with contextlib.suppress(OSError):
+            os.replace(out / p.name, p)
+    for p in moved_old:
+        with contextlib.suppress(OSError):
+            os.replace(trash / p.name, p)
+
+
+def _swap_in(stage: Path, out: Path, old: list[Path], done: Prepared,
+             swapped: list | None = None) -> None:
     """Move the old set (``old``) into ``stage/.old`` and the new one from ``stage`` into
-    ``out``; ``done``'s paths then point into ``out``. Undone when a move fails."""
+    ``out``; ``done``'s paths then point into ``out``. Undone when a move fails; when it
+    succeeds, ``swapped`` gets what ``_undo_swap`` needs to undo it."""
     trash = stage / ".old"
     trash.mkdir()
     new = [*done.train, *done.val, done.tokenizer]
@@ -499,13 +530,10 @@ def _swap_in(stage: Path, out: Path, old: list[Path], done: Prepared) -> None:
             os.replace(p, out / p.name)
             moved_new.append(p)
     except BaseException:
-        for p in moved_new:
-            with contextlib.suppress(OSError):
-                os.replace(out / p.name, p)
-        for p in moved_old:
-            with contextlib.suppress(OSError):
-                os.replace(trash / p.name, p)
+        _undo_swap(out, trash, moved_old, moved_new)
         raise
+    if swapped is not None:
+        swapped.append((trash, moved_old, moved_new))
     done.train = [out / p.name for p in done.train]
     done.val = [out / p.name for p in done.val]
     done.tokenizer = out / done.tokenizer.name
