@@ -77,19 +77,21 @@ def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p
 
 -- | b: [K][M] as panels of 16 columns, [(M + 15) / 16][K][16], p[j][k][c] =
 -- b[k][16 j + c] (zero past M): the right operand of `gemm`, each panel read
--- along k as one contiguous stream.
+-- along k as one contiguous stream.  A `tabulate` of its own (`opaque`): as a
+-- transposed view of b (`transpose`, even copied), the panels' reads went
+-- through b's layout in the training step, with integer divisions and gathers.
 def panels [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
   let J = (M + 15) / 16
   let b = if M == 16 * J then b :> [K][J * 16]f32
           else map (\r -> r ++ replicate (16 * J - M) 0 :> [J * 16]f32) b
-  in transpose (map unflatten b)
+  in opaque (tabulate J (\j -> tabulate K (\k -> tabulate 16 (\c -> b[k, 16 * j + c]))))
 
 -- | `panels` of w's transpose, from w: [M][K] as it lies: p[j][k][c] = w[16 j + c][k].
 def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
   let J = (M + 15) / 16
   let w = if M == 16 * J then w :> [J * 16][K]f32
           else w ++ replicate (16 * J - M) (replicate K 0) :> [J * 16][K]f32
-  in map transpose (unflatten w)
+  in opaque (tabulate J (\j -> tabulate K (\k -> tabulate 16 (\c -> w[16 * j + c, k]))))
 
 -- | c[i][j] = sum over k of a(i, k) * b[k][j], for i < n and j < m <= 16 J, with
 -- b as `panels` p and the left operand read through a (its rows as they lie, or
