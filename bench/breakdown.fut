@@ -5,29 +5,36 @@
 -- Inputs are random; only the time matters.
 
 import "../futhark/nn"
+import "../futhark/gemm"
 import "../futhark/layers"
 
 -- | The six linear layers' forward products (q, k, v, attn_wo, fc1, fc2).
 entry linear_fwd [N][C][F] (x: [N][C]f32) (wc: [4][C][C]f32) (w1: [F][C]f32) (w2: [C][F]f32)
                            : [N][C]f32 =
-  let (q, k, v) = (matmul4 x wc[0], matmul4 x wc[1], matmul4 x wc[2])
-  let o = matmul4 q wc[3]
-  let y = matmul4 (matmul4 x w1) w2
+  let (q, k, v) = (matmul_nt x wc[0], matmul_nt x wc[1], matmul_nt x wc[2])
+  let o = matmul_nt q wc[3]
+  let y = matmul_nt (matmul_nt x w1) w2
   in map5 (map5 (\a b c d e -> a + b + c + d + e)) q k v o y
 
--- | Their backward: dx of each (`matmul_backward`'s first half, with w's transpose).
+-- | Their backward: dx of each (`matmul_backward`'s first half).
 entry linear_dx [N][C][F] (dy: [N][C]f32) (dh: [N][F]f32) (wc: [4][C][C]f32) (w1: [F][C]f32)
                           (w2: [C][F]f32) : ([N][C]f32, [N][F]f32) =
-  let dx (w: [C][C]f32) = matmul4 dy (transposed w)
+  let dx (w: [C][C]f32) = matmul_nn dy w
   in (map5 (map5 (\a b c d e -> a + b + c + d + e)) (dx wc[0]) (dx wc[1]) (dx wc[2]) (dx wc[3])
-           (matmul4 dh (transposed w1)),
-      matmul4 dy (transposed w2))
+           (matmul_nn dh w1),
+      matmul_nn dy w2)
 
--- | Their backward: dW of each (`matmul_backward`'s second half, with its transposes).
+-- | Their backward: dW of each (`matmul_backward`'s second half).
 entry linear_dw [N][C][F] (x: [N][C]f32) (dy: [N][C]f32) (h: [N][F]f32) (dh: [N][F]f32)
                           : ([4][C][C]f32, [F][C]f32, [C][F]f32) =
-  let dw [M][K] (d: [N][M]f32) (a: [N][K]f32) : [M][K]f32 = opaque (matmul4 (transposed d) (transposed a))
+  let dw [M][K] (d: [N][M]f32) (a: [N][K]f32) : [M][K]f32 = opaque (matmul_tn d a)
   in ([dw dy x, dw x dy, dw dy dy, dw x x], dw dh x, dw dy h)
+
+-- | One linear layer's products alone, for their GFLOP/s beside NumPy's: y = x w^T
+-- (x: [N][K], w: [M][K]), dx = dy w and dW = dy^T x (dy: [N][M]).
+entry product_fwd [N][K][M] (x: [N][K]f32) (w: [M][K]f32) : [N][M]f32 = matmul_nt x w
+entry product_dx [N][K][M] (dy: [N][M]f32) (w: [M][K]f32) : [N][K]f32 = matmul_nn dy w
+entry product_dw [N][K][M] (dy: [N][M]f32) (x: [N][K]f32) : [M][K]f32 = matmul_tn dy x
 
 -- | Causal attention's forward (scores, softmax, weighted values, head copies),
 -- document after document.
@@ -61,7 +68,7 @@ entry other_bwd [N][C][F] (x: [N][C]f32) (dx: [N][C]f32) (h: [N][F]f32) (dh: [N]
 -- | The output head: logits, loss, and lm_head's backward.
 entry head [N][C][V] (x: [N][C]f32) (w: [V][C]f32) (targets: [N]i64) : ([N][C]f32, [V][C]f32) =
   let tg = map (\t -> (t % V + V) % V) targets
-  let logits = matmul4 x w
+  let logits = matmul_nt x w
   let loss = f32.sum (map2 nll logits tg)
   in matmul_backward x w (map2 (nll_backward (1 / loss)) logits tg)
 

@@ -10,8 +10,16 @@ the c backend trains them. Each part's time per
 training step is set beside its FLOPs, and their sum beside a whole step timed
 through the library (microgpt_fut.Model.train, one thread).
 
-Writes ``bench/results/breakdown.csv`` and prints a Markdown table per configuration.
-Needs ``./build.sh`` (the c library and the Futhark compiler it installs).
+Then each linear layer's three products alone (y = x·Wᵀ, dx = dy·W, dW = dyᵀ·x, through
+futhark/gemm.fut) at GPT-2's shapes: the Shakespeare recipe's (n_embd 128, B 12 x 64 =
+768 positions) and GPT-2 small's (n_embd 768, B 4 x T 256 = 1024 positions), beside
+NumPy's one-thread OpenBLAS on the same shapes, measured in alternation (``--rounds``
+rounds, each a median of ``--runs`` calls of each side): GFLOP/s of both and the median
+and range of the per-round ratios.
+
+Writes ``bench/results/breakdown.csv`` and ``breakdown_products.csv`` and prints a
+Markdown table per configuration and per product shape. Needs ``./build.sh`` (the c
+library and the Futhark compiler it installs).
 """
 from __future__ import annotations
 
@@ -32,6 +40,33 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SOURCE = HERE / "breakdown.fut"
 COLUMNS = ["config", "part", "ms_per_step", "share", "gflop_per_step", "gflop_s", "measured_at"]
+PRODUCT_COLUMNS = ["shapes", "N", "K", "M", "product", "gflop_s", "numpy_gflop_s", "ratio",
+                   "ratio_min", "ratio_max", "rounds", "measured_at"]
+# (N positions, K inputs, M outputs) of GPT-2's linear layers: attention's q, k, v and
+# c_proj (K = M = n_embd), the MLP's c_fc and c_proj; y = x W^T with W: [M][K]
+PRODUCT_SHAPES = {
+    "recipe": [(768, 128, 128), (768, 128, 512), (768, 512, 128)],
+    "gpt2-small": [(1024, 768, 768), (1024, 768, 3072), (1024, 3072, 768)],
+}
+# product: (entry point of bench/breakdown.fut, its inputs' shapes, the same in NumPy)
+PRODUCTS = {
+    "y = x·Wᵀ": ("product_fwd", lambda N, K, M: [(N, K), (M, K)], "a @ b.T"),
+    "dx = dy·W": ("product_dx", lambda N, K, M: [(N, M), (M, K)], "a @ b"),
+    "dW = dyᵀ·x": ("product_dw", lambda N, K, M: [(N, M), (N, K)], "a.T @ b"),
+}
+# NumPy's side, in a process of its own so that OpenBLAS starts with one thread
+NUMPY_TIMER = """
+import sys, time, numpy as np
+sa, sb, expr, runs = eval(sys.argv[1]), eval(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal(sa, np.float32), rng.standard_normal(sb, np.float32)
+f = eval("lambda: " + expr)
+f()
+ts = []
+for _ in range(runs):
+    t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+print(np.median(ts))
+"""
 VOCAB = 65  # tinyshakespeare's characters and BOS, as the sweep's C and D
 
 
@@ -154,6 +189,49 @@ def measure(name: str, exe: Path, runs: int, step_seconds: float) -> list[dict]:
     return rows
 
 
+def numpy_time(shapes: list[tuple[int, int]], expr: str, runs: int) -> float:
+    """Median seconds of ``runs`` evaluations of ``expr`` (a, b: random float32 arrays of
+    ``shapes``) by NumPy on one thread."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-c", NUMPY_TIMER, repr(shapes[0]), repr(shapes[1]), expr,
+                        str(runs)], env=env, capture_output=True, text=True, check=True)
+    return float(r.stdout)
+
+
+def measure_products(name: str, exe: Path, runs: int, rounds: int) -> list[dict]:
+    """Each product at each of shape set ``name``'s shapes, ours against NumPy's, in
+    alternation: ``rounds`` rounds of a median of ``runs`` calls on each side."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    rows = []
+    for N, K, M in PRODUCT_SHAPES[name]:
+        for product, (entry, shapes_of, expr) in PRODUCTS.items():
+            shapes = shapes_of(N, K, M)
+            data = dataset([f"[{a}][{b}]f32" for a, b in shapes])
+            ours, theirs = [], []
+            for _ in range(rounds):
+                ours.append(time_entry(exe, entry, data, runs))
+                theirs.append(numpy_time(shapes, expr, runs))
+            ratios = [t / o for o, t in zip(ours, theirs)]
+            gflop = 2 * N * K * M / 1e9
+            rows.append({"shapes": name, "N": N, "K": K, "M": M, "product": product,
+                         "gflop_s": gflop / float(np.median(ours)),
+                         "numpy_gflop_s": gflop / float(np.median(theirs)),
+                         "ratio": float(np.median(ratios)), "ratio_min": min(ratios),
+                         "ratio_max": max(ratios), "rounds": rounds, "measured_at": stamp})
+    return rows
+
+
+def products_markdown(rows: list[dict]) -> str:
+    """One shape set's product rows as a Markdown table."""
+    out = ["| N, K, M | product | ours GFLOP/s | NumPy GFLOP/s | ours / NumPy (range) |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['N']}, {r['K']}, {r['M']} | {r['product']} | {r['gflop_s']:.1f} | "
+                   f"{r['numpy_gflop_s']:.1f} | {r['ratio']:.2f} ({r['ratio_min']:.2f}-"
+                   f"{r['ratio_max']:.2f}) |")
+    return "\n".join(out)
+
+
 def markdown(rows: list[dict]) -> str:
     """One configuration's rows as a Markdown table."""
     out = ["| part | ms per step | of the step | GFLOP per step | GFLOP/s |", "|---|---|---|---|---|"]
@@ -166,32 +244,49 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.breakdown", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--configs", default="C,D", help="comma-separated, from the sweep's (default C,D)")
+    ap.add_argument("--configs", default="C,D",
+                    help="comma-separated, from the sweep's (default C,D; empty: none)")
+    ap.add_argument("--products", default="recipe,gpt2-small",
+                    help="the products' shape sets, comma-separated: "
+                         f"{', '.join(PRODUCT_SHAPES)} (default both; empty: none)")
     ap.add_argument("--runs", type=int, default=10, help="calls per part, median taken (default 10)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternations of ours and NumPy's per product (default 3)")
     ap.add_argument("--step-seconds", type=float, default=5.0,
                     help="seconds of whole training steps timed (default 5)")
-    ap.add_argument("--results", type=Path, default=HERE / "results", help="where breakdown.csv goes")
+    ap.add_argument("--results", type=Path, default=HERE / "results", help="where the CSVs go")
     args = ap.parse_args(argv)
     names = [n.strip().upper() for n in args.configs.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
         ap.error(f"--configs: unknown configuration(s) {', '.join(unknown)}")
+    sets = [n.strip() for n in args.products.split(",") if n.strip()]
+    unknown = [n for n in sets if n not in PRODUCT_SHAPES]
+    if unknown:
+        ap.error(f"--products: unknown shape set(s) {', '.join(unknown)}")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             exe = compile_parts(Path(tmp))
-            rows = []
+            rows, product_rows = [], []
             for name in names:
                 got = measure(name, exe, args.runs, args.step_seconds)
-                print(f"\nconfiguration {name}:\n{markdown(got)}")
+                print(f"\nconfiguration {name}:\n{markdown(got)}", flush=True)
                 rows += got
+            for name in sets:
+                got = measure_products(name, exe, args.runs, args.rounds)
+                print(f"\nproducts, {name}:\n{products_markdown(got)}", flush=True)
+                product_rows += got
     except (FileNotFoundError, RuntimeError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     args.results.mkdir(parents=True, exist_ok=True)
-    with (args.results / "breakdown.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    for file, columns, got in [("breakdown.csv", COLUMNS, rows),
+                               ("breakdown_products.csv", PRODUCT_COLUMNS, product_rows)]:
+        if got:
+            with (args.results / file).open("w", newline="") as f:
+                w = csv.DictWriter(f, columns)
+                w.writeheader()
+                w.writerows(got)
     return 0
 
 

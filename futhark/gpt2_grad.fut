@@ -12,6 +12,7 @@
 
 import "nn"
 import "gpt2_model"
+import "gemm"
 import "layers"
 import "layout"
 import "tensor"
@@ -81,7 +82,7 @@ def batch_loss [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper) (to
   let N = B * n
   let (inputs, targets, positions, weights) = flat_batch N inputs targets n_pos
   let x = loop x = embed p inputs positions for li < L do (block_forward p h h.n_head B n li x).0
-  let logits = matmul4 (map (layer_norm h.bias p.ln_f_w p.ln_f_b) x) p.wte
+  let logits = matmul_nt (map (layer_norm h.bias p.ln_f_w p.ln_f_b) x) p.wte
   in weighted_nll logits targets weights
 
 -- | `vjp2` of `batch_loss`: the issue's first form (a reverse pass derived from

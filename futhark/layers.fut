@@ -2,16 +2,18 @@
 -- train_gpt2.c does: each `_backward` takes what its forward saw and the
 -- gradient of its output, and returns the gradients of its inputs.
 --
--- Every product is one `matmul` (rows of one operand against rows of the
--- other, contiguous dot products).  A backward's transposes are copied into
--- fresh arrays first (`transposed`), O(N C) work beside the O(N C^2) products,
--- so that no dot product reads memory with a stride.  What reverse AD (`vjp2`)
+-- A linear layer's three products (y = x w^T, dx = dy w, dW = dy^T x) are
+-- gemm.fut's, each reading its operands as they lie (no transposed copies).
+-- Attention's small per-head products are `matmul`s (rows of one operand
+-- against rows of the other, contiguous dot products), their transposes copied
+-- into fresh arrays first (`transposed`).  What reverse AD (`vjp2`)
 -- makes of the same forward instead accumulates each weight's gradient one
 -- position at a time (a rank-1 update of the whole matrix per position).
 --
 -- Shapes: N positions (rows), K inputs, M outputs; one head of attention sees
 -- n positions of D = C / H channels.
 
+import "gemm"
 import "nn"
 import "tensor"
 
@@ -23,43 +25,23 @@ import "tensor"
 def transposed [n][m] (a: [n][m]f32) : [m][n]f32 =
   opaque (tabulate m (\i -> tabulate n (\j -> a[j, i])))
 
--- | y = x w^T: x: [N][K], w: [M][K] -> [N][M], microgpt's `linear` on every row
--- (llm.c's matmul_forward, without a bias).  Both operands are arrays of their
--- own (`opaque`): an element-wise producer (rmsnorm, relu) fused into the
--- product is recomputed for every dot product.
+-- | y = x w^T: x: [N][K], w: [M][K] -> [N][M] as dot products of rows, for
+-- attention's per-head products (n positions by head_dim; the linear layers
+-- take gemm.fut's `matmul_nt`).  Both operands are arrays of their own
+-- (`opaque`): an element-wise producer (softmax) fused into the product is
+-- recomputed for every dot product.
 def matmul [N][K][M] (x: [N][K]f32) (w: [M][K]f32) : [N][M]f32 =
   let (x, w) = (opaque x, opaque w)
   in map (\xr -> map (dot xr) w) x
 
--- | The dot products of w with each of the four rows xs: [4][K], in one pass.
-def dot4 [K] (w: [K]f32) (xs: [4][K]f32) : (f32, f32, f32, f32) =
-  reduce_comm (\(a, b, c, d) (e, f, g, h) -> (a + e, b + f, c + g, d + h)) (0, 0, 0, 0)
-              (map2 (\wk (a, b, c, d) -> (wk * a, wk * b, wk * c, wk * d))
-                    w (zip4 xs[0] xs[1] xs[2] xs[3]))
-
--- | `matmul` with four rows of x through each row of w together (`dot4`), so
--- that each weight is read once per four positions (x is padded with zero rows
--- to a multiple of 4): 1.1-1.4x faster at [2048][128] by [512][128] on c, and
--- the linear layers' form.  Only where it is not inside a `map`: in
--- attention's per-head products Futhark 0.25.32 compiled it to wrong results.
-def matmul4 [N][K][M] (x: [N][K]f32) (w: [M][K]f32) : [N][M]f32 =
-  let G = (N + 3) / 4
-  let (x, w) = (opaque x, opaque w)
-  -- x itself where N is a multiple of 4, and the result's first N rows as a
-  -- slice: copied row by row, these cost a runtime call (lmad_copy) per row
-  let x4 = if N == 4 * G then x :> [4 * G][K]f32
-           else opaque (tabulate (4 * G) (\i -> if i < N then x[i] else replicate K 0))
-  let y4 = tabulate G (\g -> let (a, b, c, d) = unzip4 (map (`dot4` (x4[4 * g:4 * g + 4] :> [4][K]f32)) w)
-                             in [a, b, c, d])
-  in (flatten y4)[:N] :> [N][M]f32
-
--- | The backward of `matmul` (and `matmul4`): dx = dy w: [N][K] and dw = dy^T x:
--- [M][K] for dy: [N][M] (llm.c's matmul_backward), both by `matmul4`.  dw is made an array of its own
--- (`opaque`): fused into the optimiser's flat loop over the weights
--- (tensor.fut), its dot products were indexed through integer divisions.
+-- | The backward of a linear layer y = x w^T (`matmul_nt`): dx = dy w: [N][K]
+-- and dw = dy^T x: [M][K] for dy: [N][M] (llm.c's matmul_backward).  dw is
+-- made an array of its own (`opaque`): fused into the optimiser's flat loop
+-- over the weights (tensor.fut), its products were indexed through integer
+-- divisions.
 def matmul_backward [N][K][M] (x: [N][K]f32) (w: [M][K]f32) (dy: [N][M]f32)
                     : ([N][K]f32, [M][K]f32) =
-  (matmul4 dy (transposed w), opaque (matmul4 (transposed dy) (transposed x)))
+  (matmul_nn dy w, opaque (matmul_tn dy x))
 
 -- | The backward of `rmsnorm` (nn.fut) at x: [n] for dy: [n].  With
 -- s = (mean(x^2) + 1e-5)^(-1/2), y = s x, so dx = s dy - s^3 (x . dy) / n x.
@@ -116,9 +98,9 @@ def gelu_backward (x: f32) (dy: f32) : f32 =
   let t = tanh_fast (s * (x + 0.044715 * x * x * x))
   in dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * s * (1 + 3 * 0.044715 * x * x))
 
--- | A linear layer on every row of x: [N][K]: x w^T (+ b), w: [M][K] (`matmul4`).
+-- | A linear layer on every row of x: [N][K]: x w^T (+ b), w: [M][K] (`matmul_nt`).
 def dense [N][K][M] (bias: bool) (w: [M][K]f32) (b: [M]f32) (x: [N][K]f32) : [N][M]f32 =
-  let y = matmul4 x w
+  let y = matmul_nt x w
   in if bias then map (map2 (+) b) y else y
 
 -- | The backward of `dense` for dy: [N][M]: dx, dw and db (zero without `bias`).
@@ -232,7 +214,7 @@ def weighted_nll [N][V] (logits: [N][V]f32) (targets: [N]i64) (weights: [N]f32) 
 -- (`weighted_nll`), and its gradient with respect to x and w.
 def head_loss_backward [N][C][V] (x: [N][C]f32) (w: [V][C]f32) (targets: [N]i64) (weights: [N]f32)
                        : (f32, [N][C]f32, [V][C]f32) =
-  let logits = matmul4 x w
+  let logits = matmul_nt x w
   let loss = weighted_nll logits targets weights
   let (dx, dw) = matmul_backward x w (map3 nll_backward weights logits targets)
   in (loss, dx, dw)

@@ -10,6 +10,7 @@
 
 import "nn"
 import "model"
+import "gemm"
 import "layers"
 import "layout"
 import "tensor"
@@ -19,13 +20,13 @@ import "tensor"
 def block_forward [V][C][T][L][F][N] (p: params [V][C][T][L][F]) (H: i64) (B: i64) (n: i64)
                   (li: i64) (x: [N][C]f32) : ([N][C]f32, saved [N][B][n][C][F][H]) =
   let xn = map rmsnorm x
-  let q = matmul4 xn p.attn_wq[li]
-  let k = matmul4 xn p.attn_wk[li]
-  let v = matmul4 xn p.attn_wv[li]
+  let q = matmul_nt xn p.attn_wq[li]
+  let k = matmul_nt xn p.attn_wk[li]
+  let v = matmul_nt xn p.attn_wv[li]
   let (a, att) = attention_rows H B n q k v
-  let x_mid = add2 x (matmul4 a p.attn_wo[li])
-  let h = matmul4 (map rmsnorm x_mid) p.mlp_fc1[li]
-  let x_out = add2 x_mid (matmul4 (map_2d relu h) p.mlp_fc2[li])
+  let x_mid = add2 x (matmul_nt a p.attn_wo[li])
+  let h = matmul_nt (map rmsnorm x_mid) p.mlp_fc1[li]
+  let x_out = add2 x_mid (matmul_nt (map_2d relu h) p.mlp_fc2[li])
   in (x_out, {x, q, k, v, att, a, x_mid, h})
 
 -- | One block's backward for dx_out: [N][C]: the gradient of its input and of

@@ -1,0 +1,135 @@
+-- | Matrix products for the c and multicore backends, written in the form of a
+-- BLAS micro-kernel (Goto and van de Geijn 2008), which clang turns into one:
+-- a block of 6 x 16 results is held in scalar accumulators over the whole sum,
+-- each step broadcasts one element of the left operand per row and reads 16
+-- consecutive elements of the right operand, packed beforehand into panels of
+-- 16 columns (`panels`).  Written with `f32.fma` on tuples, clang's SLP
+-- vectoriser packs each 8 columns into a 256-bit register: 12 vector
+-- accumulators, 2 vector loads and 6 broadcasts per 12 FMAs.  (Written as `acc
+-- + a * b`, its loop vectoriser took each accumulator for a separate reduction
+-- over k instead and spilled.)  Measured against NumPy's one-thread OpenBLAS in
+-- bench/README.md ("Products at BLAS speed").
+--
+-- Futhark's CPU backends tile no loops, so the tiling is written out here; the
+-- GPU backends never call these (layout.fut's `grad_by_hand` is false there).
+
+-- | Eight lanes of accumulators or operands: one 256-bit register.
+type v8 = (f32, f32, f32, f32, f32, f32, f32, f32)
+
+def v8_zero : v8 = (0, 0, 0, 0, 0, 0, 0, 0)
+
+-- | a * b + c in every lane.
+def v8_fma (a: f32) ((b0, b1, b2, b3, b4, b5, b6, b7): v8) ((c0, c1, c2, c3, c4, c5, c6, c7): v8) : v8 =
+  (f32.fma a b0 c0, f32.fma a b1 c1, f32.fma a b2 c2, f32.fma a b3 c3,
+   f32.fma a b4 c4, f32.fma a b5 c5, f32.fma a b6 c6, f32.fma a b7 c7)
+
+-- | p[o:o+8].
+def v8_load [n] (p: [n]f32) (o: i64) : v8 =
+  (p[o], p[o + 1], p[o + 2], p[o + 3], p[o + 4], p[o + 5], p[o + 6], p[o + 7])
+
+-- | y[r, o:o+8] = v, as eight in-place updates: stores straight into y, which
+-- clang merges into one vector store.  An array literal copied into y instead
+-- cost one runtime copy (`lmad_copy`) per row of every block, 40 % of the
+-- product at K = 128.
+def v8_put [R][m] (r: i64) (o: i64) ((c0, c1, c2, c3, c4, c5, c6, c7): v8) (y: *[R][m]f32) : *[R][m]f32 =
+  let y[r, o] = c0
+  let y[r, o + 1] = c1
+  let y[r, o + 2] = c2
+  let y[r, o + 3] = c3
+  let y[r, o + 4] = c4
+  let y[r, o + 5] = c5
+  let y[r, o + 6] = c6
+  let y[r, o + 7] = c7
+  in y
+
+-- | As an array.
+def v8_list ((c0, c1, c2, c3, c4, c5, c6, c7): v8) : [8]f32 = [c0, c1, c2, c3, c4, c5, c6, c7]
+
+-- | One row of a block: 16 columns, two registers.
+type row = (v8, v8)
+
+-- | y[r, o:o+16] = v.
+def row_put [R][m] (r: i64) (o: i64) ((v0, v1): row) (y: *[R][m]f32) : *[R][m]f32 =
+  v8_put r (o + 8) v1 (v8_put r o v0 y)
+
+-- | The six rows of a block, 12 registers of accumulators.
+type block = (row, row, row, row, row, row)
+
+def row_fma (a: f32) ((b0, b1): row) ((c0, c1): row) : row = (v8_fma a b0 c0, v8_fma a b1 c1)
+
+-- | The block after one step k of the sum: row d += a(i_d, k) * p[k].
+def block_step [K] (a: i64 -> i64 -> f32) ((i0, i1, i2, i3, i4, i5): (i64, i64, i64, i64, i64, i64))
+                   (p: [K][16]f32) (k: i64) ((c0, c1, c2, c3, c4, c5): block) : block =
+  let b = (v8_load p[k] 0, v8_load p[k] 8)
+  in (row_fma (a i0 k) b c0, row_fma (a i1 k) b c1, row_fma (a i2 k) b c2,
+      row_fma (a i3 k) b c3, row_fma (a i4 k) b c4, row_fma (a i5 k) b c5)
+
+-- | Row d of the block is the sum over k < K of a(i_d, k) * p[k].  Two steps
+-- per iteration: with one, clang kept each accumulator's previous value alive
+-- for the loop's exit and copied all 12 registers every step (0.6 of the speed
+-- at K = 128).
+def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p: [K][16]f32)
+              : block =
+  let z = (v8_zero, v8_zero)
+  let acc = loop acc = (z, z, z, z, z, z) for k2 < K / 2 do
+              block_step a is p (2 * k2 + 1) (block_step a is p (2 * k2) acc)
+  in if K % 2 == 1 then block_step a is p (K - 1) acc else acc
+
+-- | b: [K][M] as panels of 16 columns, [(M + 15) / 16][K][16], p[j][k][c] =
+-- b[k][16 j + c] (zero past M): the right operand of `gemm`, each panel read
+-- along k as one contiguous stream.  A `tabulate` of its own (`opaque`): as a
+-- transposed view of b (`transpose`, even copied), the panels' reads went
+-- through b's layout in the training step, with integer divisions and gathers.
+def panels [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
+  let J = (M + 15) / 16
+  let b = if M == 16 * J then b :> [K][J * 16]f32
+          else map (\r -> r ++ replicate (16 * J - M) 0 :> [J * 16]f32) b
+  in opaque (tabulate J (\j -> tabulate K (\k -> tabulate 16 (\c -> b[k, 16 * j + c]))))
+
+-- | `panels` of w's transpose, from w: [M][K] as it lies: p[j][k][c] = w[16 j + c][k].
+def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
+  let J = (M + 15) / 16
+  let w = if M == 16 * J then w :> [J * 16][K]f32
+          else w ++ replicate (16 * J - M) (replicate K 0) :> [J * 16][K]f32
+  in opaque (tabulate J (\j -> tabulate K (\k -> tabulate 16 (\c -> w[16 * j + c, k]))))
+
+-- | c[i][j] = sum over k of a(i, k) * b[k][j], for i < n and j < m <= 16 J, with
+-- b as `panels` p and the left operand read through a (its rows as they lie, or
+-- its columns: any layout).  Blocks of 6 rows run in parallel (on multicore);
+-- the last block repeats row n - 1 where n is not a multiple of 6, so that
+-- every block is written whole, and those rows are dropped (a slice of rows
+-- from the start, which keeps the result's layout and needs no copy).  A
+-- panel past m (m not a multiple of 16) is written through a small array.
+def gemm [K][J] (n: i64) (m: i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n][m]f32 =
+  let rows ib =
+    let i d = i64.min (6 * ib + d) (n - 1)
+    let is = (i 0, i 1, i 2, i 3, i 4, i 5)
+    -- every index is in bounds: rows clamped to n, columns below m
+    in #[unsafe]
+       loop y = replicate 6 (replicate m 0) for j < J do
+         let (c0, c1, c2, c3, c4, c5) = block_sum a is p[j]
+         let o = 16 * j
+         in if o + 16 <= m
+            then row_put 5 o c5 (row_put 4 o c4 (row_put 3 o c3 (row_put 2 o c2 (row_put 1 o c1
+                   (row_put 0 o c0 y)))))
+            else let b = map (\((v0, v1): row) -> v8_list v0 ++ v8_list v1 :> [16]f32)
+                             [c0, c1, c2, c3, c4, c5]
+                 in loop y for r < 6 do y with [r, o:m] = b[r, :m - o]
+  in (flatten (tabulate ((n + 5) / 6) rows))[:n]
+
+-- | x w^T: x: [N][K], w: [M][K] -> [N][M] (a linear layer's forward, llm.c's
+-- matmul_forward without the bias).
+def matmul_nt [N][K][M] (x: [N][K]f32) (w: [M][K]f32) : [N][M]f32 =
+  let x = opaque x
+  in gemm N M (\i k -> x[i, k]) (panels_t w)
+
+-- | dy w: dy: [N][M], w: [M][K] -> [N][K] (a linear layer's dx).
+def matmul_nn [N][M][K] (dy: [N][M]f32) (w: [M][K]f32) : [N][K]f32 =
+  let dy = opaque dy
+  in gemm N K (\i m -> dy[i, m]) (panels w)
+
+-- | dy^T x: dy: [N][M], x: [N][K] -> [M][K] (a linear layer's dW): dy read by
+-- columns in place, six consecutive elements of a row per step, no transpose.
+def matmul_tn [N][M][K] (dy: [N][M]f32) (x: [N][K]f32) : [M][K]f32 =
+  let dy = opaque dy
+  in gemm M K (\m i -> dy[i, m]) (panels x)
