@@ -5,18 +5,22 @@
 #                              libraries (microgpt's and GPT-2's): what `train` needs
 #   ./build.sh all             the same, and every backend (what the tests need)
 #   BACKENDS="c multicore" ./build.sh    only these targets
+#   ./build.sh targets         each target's program, backend, layout, C compiler and
+#                              flags as this machine resolves targets.txt (nothing built)
 #   GENERATE_ONLY=1 BACKENDS="cuda gpt2_cuda" MICROGPT_FUT_BUILD=DIR ./build.sh
 #                              only the C that futhark generates (no CFFI module), to be
 #                              compiled on another machine (bench/gpu/prepare)
 #
-# A target is a backend (microgpt's library), gpt2_<backend> (GPT-2's) or seed_port.
-# `all` also compiles seed_port, the benchmark's baseline of the seed port's
+# A target is a row of targets.txt: a backend (microgpt's library), gpt2_<backend>
+# (GPT-2's) or seed_port, with its program, layout, C compiler and flags. Each target
+# compiles its own copy of futhark/, whose layout.fut is futhark/layout_cpu.fut or
+# futhark/layout_gpu.fut. `all` also compiles seed_port, the benchmark's baseline of the seed port's
 # formulation (bench/seed_port.fut, futhark c), which the driver never loads; if that
 # one fails, build.sh only warns.
 #
 # Idempotent: each step checks what is already there; kernels are recompiled only
-# when a file under futhark/ (or bench/seed_port.fut), the compiler or the C flags
-# changed (opencl compiles take minutes).
+# when a file under futhark/ (or bench/seed_port.fut), the target's row, the compiler
+# or the C flags changed (opencl compiles take minutes).
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
@@ -29,11 +33,57 @@ FUTHARK_PKGS="futhark libc6 libgmp10 libffi8 libnuma1 libtinfo6 zlib1g libcmark-
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# --- the targets: their programs, layouts, compilers and flags ------------------
+# One table, targets.txt, which bench/gpu/build.py reads too.
+TABLE=$ROOT/targets.txt
+all_targets=$(awk '$1 == "target" { printf "%s%s", sep, $2; sep = " " }' "$TABLE")
+field() {  # field TARGET COLUMN: the column (program, backend, layout, compiler, flags) of TARGET's row
+  awk -v t="$1" -v c="$2" '
+    $1 == "target" && $2 == t { split("program backend layout compiler flags", k, " ")
+                                for (i = 1; i <= 5; i++) if (k[i] == c) print $(i + 2); found = 1 }
+    END { exit !found }' "$TABLE"
+}
+CUDA_DIR=${CUDA_HOME:-/usr/local/cuda}  # the CUDA toolkit, when its headers are not in /usr/include
+flag_set() {  # flag_set cflags|ldflags SET COMPILER: that set's flags for COMPILER, $CUDA filled in
+  local f
+  for f in $(awk -v k="$1" -v s="$2" -v cc="$3" '
+               $1 == k && $2 == s && ($3 == "any" || $3 == cc) { for (i = 4; i <= NF; i++) print $i }' "$TABLE"); do
+    case $f in *'$CUDA'*) [ -d "$CUDA_DIR" ] || continue; f=${f//\$CUDA/$CUDA_DIR} ;; esac
+    printf '%s ' "$f"
+  done | sed 's/ $//'
+}
+# clang, when there is one (pocl depends on it), for the c/multicore kernels:
+# it vectorises the generated loops, where gcc 12 leaves the big training
+# function scalar (measured 4-6x faster training from n_embd 64 up).
+CLANG=$(command -v clang || ls /usr/bin/clang-[0-9]* 2>/dev/null | sort -V | tail -n1 || true)
+kernel_cc() {  # kernel_cc TARGET: the C compiler for futhark-ffi's build of the generated C
+  if [ "$(field "$1" compiler)" = clang ] && [ -n "$CLANG" ]; then echo "$CLANG"; else echo "${CC:-cc}"; fi
+}
+cc_kind() {  # cc_kind TARGET: its compiler as targets.txt's flag sets name it (clang, other)
+  case $(basename "$(kernel_cc "$1")") in clang*) echo clang ;; *) echo other ;; esac
+}
+kernel_cflags() {  # kernel_cflags TARGET: C flags for futhark-ffi's build of the generated C
+  flag_set cflags "$(field "$1" flags)" "$(cc_kind "$1")"
+}
+kernel_ldflags() {  # kernel_ldflags TARGET: where the cuda build finds libcudart/libnvrtc
+  flag_set ldflags "$(field "$1" flags)" "$(cc_kind "$1")"
+}
+
 case ${1:-} in
   all) ALL=1 ;;
   "") ALL=0 ;;
-  *) die "unknown argument '$1' (use: ./build.sh, or ./build.sh all for every backend)" ;;
+  targets)  # each target's row as this machine resolves it (tests/test_gpu_bench.py)
+    for b in $all_targets; do
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$(field "$b" program)" "$(field "$b" backend)" \
+        "$(field "$b" layout)" "$(kernel_cc "$b")" "$(kernel_cflags "$b")" "$(kernel_ldflags "$b")"
+    done
+    exit 0 ;;
+  *) die "unknown argument '$1' (use: ./build.sh, ./build.sh all for every backend, or ./build.sh targets)" ;;
 esac
+for b in ${BACKENDS:-}; do
+  field "$b" backend >/dev/null || die "unknown target '$b' (targets.txt has: $all_targets)"
+done
 
 # --- 1. system packages ------------------------------------------------------
 need_pkgs=""
@@ -122,92 +172,19 @@ else
 fi
 
 # --- 4. compile the kernels, one library per backend ---------------------------
-default_backends="c multicore opencl seed_port gpt2_c gpt2_multicore gpt2_opencl"
-CUDA_DIR=${CUDA_HOME:-/usr/local/cuda}  # the CUDA toolkit, when its headers are not in /usr/include
+default_backends=""
 if command -v nvcc >/dev/null && [ -e /usr/include/cuda.h -o -e "$CUDA_DIR/include/cuda.h" ] \
    && ldconfig -p | grep -q 'libcuda\.so'; then
-  default_backends="$default_backends cuda gpt2_cuda"
+  default_backends=$all_targets
 else
   say "cuda backend skipped: no CUDA toolkit with a driver library (libcuda) here"
+  for b in $all_targets; do [ "$(field "$b" backend)" = cuda ] || default_backends="$default_backends $b"; done
 fi
 if [ "$ALL" = 1 ]; then BACKENDS=${BACKENDS:-$default_backends}; else BACKENDS=${BACKENDS:-c gpt2_c}; fi
-# A target is a backend (microgpt's library), gpt2_<backend> (GPT-2's library,
-# futhark/gpt2.fut) or seed_port.
-futhark_backend() {  # futhark_backend TARGET: the futhark compiler command that builds it
-  case $1 in seed_port) echo c ;; gpt2_*) echo "${1#gpt2_}" ;; *) echo "$1" ;; esac
-}
-cpu_backend() {  # cpu_backend TARGET: true for c/multicore targets, whose kernels are the generated C
-  case $(futhark_backend "$1") in c|multicore) return 0 ;; *) return 1 ;; esac
-}
-program() {  # program TARGET: the Futhark source it is compiled from
-  case $1 in seed_port) echo bench/seed_port.fut ;; gpt2_*) echo futhark/gpt2.fut ;;
-             *) echo futhark/microgpt.fut ;; esac
-}
-# clang, when there is one (pocl depends on it), for the c/multicore kernels:
-# it vectorises the generated loops, where gcc 12 leaves the big training
-# function scalar (measured 4-6x faster training from n_embd 64 up).
-CLANG=$(command -v clang || ls /usr/bin/clang-[0-9]* 2>/dev/null | sort -V | tail -n1 || true)
-kernel_cc() {  # kernel_cc BACKEND: the C compiler for futhark-ffi's build of the generated C
-  if cpu_backend "$1" && [ -n "$CLANG" ]; then echo "$CLANG"; else echo "${CC:-cc}"; fi
-}
-kernel_cflags() {  # kernel_cflags BACKEND: C flags for futhark-ffi's build of the generated C
-  # c/multicore with clang: this machine's vector instructions, and float sums may be
-  # reassociated (and fused into FMAs) so that dot products vectorise; the library is
-  # built where it runs.  No -ffinite-math-only: the causal mask is -inf.
-  # Reproducibility (docs/reproducibility.md): a seeded run must give the same bits
-  # wherever its arrays land in memory.  clang's vectorised remainder loops
-  # ("epilogue vectorisation", on where a float vector holds 16 lanes: AVX-512) are
-  # entered through an alias check sized for the main loop, which sends short loops
-  # to the scalar remainder when two arrays lie within VF*IC elements of each other,
-  # and a reassociated sum then rounds differently.  Without vector epilogues the
-  # path taken depends on trip counts only.  256-bit vectors keep AVX-512 machines'
-  # loops as wide as AVX2's (clang 15 knows no Zen 4 tuning and would use 512 bits,
-  # leaving loops under 64 elements scalar); on AVX2 both flags change no code.
-  # gcc (used only when there is no clang): no reassociation, so no vectorised sums.
-  # GPU backends: only host code, which -O1 compiles 6x faster than -O3 (their
-  # kernels are compiled by the driver at run time).
-  if cpu_backend "$1"; then
-    case $(basename "$(kernel_cc "$1")") in
-      clang*) echo "-O3 -g0 -fwrapv -DNDEBUG -march=native -fassociative-math -fno-signed-zeros" \
-                   "-fno-trapping-math -ffp-contract=fast -fno-math-errno" \
-                   "-mllvm -enable-epilogue-vectorization=false -mprefer-vector-width=256" ;;
-      *) echo "-O3 -g0 -fwrapv -DNDEBUG -march=native -fno-math-errno" ;;
-    esac
-  elif [ "$(futhark_backend "$1")" = cuda ] && [ -d "$CUDA_DIR/include" ]; then
-    echo "-O1 -g0 -fwrapv -DNDEBUG -I$CUDA_DIR/include"
-  else
-    echo "-O1 -g0 -fwrapv -DNDEBUG"
-  fi
-}
-layout() {  # layout BACKEND CONSTANT: that futhark/layout.fut constant's value for BACKEND
-  case $2 in
-    # GPU backends: Futhark 0.25.32 stops with an internal error on the head slices.
-    # seed_port: its vjp2 through sliced reads of the in-place-updated KV cache gives
-    # wrong key/value gradients (against finite differences); the reshaped reads do not.
-    heads_by_slices) if cpu_backend "$1" && [ "$1" != seed_port ]; then echo true; else echo false; fi ;;
-    # c only: it is the fast CPU backend, and this form makes futhark's compile ~3x
-    # longer (multicore: 30 -> 91 s of futhark, 72 -> 97 s of clang; GPU: longest already)
-    last_layer_apart) if [ "$1" = c ]; then echo true; else echo false; fi ;;  # microgpt's only
-    # c only: a sequential backend; the others run a batch's documents in parallel
-    # (microgpt's backward by hand takes the whole batch anyway: layout.fut)
-    docs_one_at_a_time) if [ "$(futhark_backend "$1")" = c ]; then echo true; else echo false; fi ;;
-    # c and multicore: microgpt's hand-written backward (futhark/model_grad.fut); the GPU
-    # backends keep vjp2's (on pocl the hand-written one corrupted the heap at batch 64)
-    grad_by_hand) if cpu_backend "$1"; then echo true; else echo false; fi ;;
-    *) return 1 ;;
-  esac
-}
-layout_constants() {  # layout_constants: the names defined in futhark/layout.fut
-  sed -n 's/^def *\([^ :]*\).*/\1/p' futhark/layout.fut
-}
-build_hash() {  # build_hash BACKEND: changes when the sources or the C flags change
-  { cat futhark/*.fut "$(program "$1")"; kernel_cc "$1"; kernel_cflags "$1"
-    for c in $(layout_constants); do echo "$c=$(layout "$1" "$c" || true)"; done
-    echo "${CFLAGS:-}"; } |
+build_hash() {  # build_hash TARGET: changes when the sources, its row or the C flags change
+  { cat futhark/*.fut "$(field "$1" program)"; grep -E "^target +$1 " "$TABLE"
+    kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}"; } |
     sha256sum | cut -c1-16
-}
-kernel_ldflags() {  # kernel_ldflags BACKEND: where the cuda build finds libcudart/libnvrtc
-  if [ "$(futhark_backend "$1")" = cuda ] && [ -d "$CUDA_DIR/lib64" ]; then echo "-L$CUDA_DIR/lib64 -L$CUDA_DIR/lib64/stubs"; fi
 }
 cache_fixup() {  # cache_fixup FILE: Futhark 0.25.32's kernel cache reader, NUL-terminated
   # cache_restore returns the cached bytes without a terminating NUL, and the cuda
@@ -229,18 +206,14 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
   mkdir -p "$out"
   rm -f "$out/.src_hash"
   {
-    # each backend compiles its own copy of futhark/, with layout.fut set for it
-    rm -rf "$out/src" && cp -r futhark "$out/src" && cp "$(program "$b")" "$out/src/" &&
-    for c in $(layout_constants); do
-      v=$(layout "$b" "$c") && grep -q "^def $c : bool = " "$out/src/layout.fut" ||
-        { echo "futhark/layout.fut: '$c' must be 'def $c : bool = ...' with a value in build.sh's layout()"; return 1; }
-      sed -i "s/^\(def $c : bool =\) .*/\1 $v/" "$out/src/layout.fut" || return 1
-    done &&
-    "$FUT" "$(futhark_backend "$b")" --library -o "$out/microgpt_$b" \
-      "$out/src/$(basename "$(program "$b")")" &&
-    if ! cpu_backend "$b"; then cache_fixup "$out/microgpt_$b.c"; fi &&
+    # each target compiles its own copy of futhark/, with its layout as layout.fut
+    rm -rf "$out/src" && cp -r futhark "$out/src" && cp "$(field "$b" program)" "$out/src/" &&
+    cp "futhark/layout_$(field "$b" layout).fut" "$out/src/layout.fut" &&
+    "$FUT" "$(field "$b" backend)" --library -o "$out/microgpt_$b" \
+      "$out/src/$(basename "$(field "$b" program)")" &&
+    case $(field "$b" backend) in opencl|cuda) cache_fixup "$out/microgpt_$b.c" ;; esac &&
     if [ -z "${GENERATE_ONLY:-}" ]; then
-      if [ "$(futhark_backend "$b")" = cuda ]; then cuda_fixup "$out/microgpt_$b.c"; fi &&
+      if [ "$(field "$b" backend)" = cuda ]; then cuda_fixup "$out/microgpt_$b.c"; fi &&
       # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the
       # optimisation level is given here; -g0 halves gcc's time on the generated C.
       (cd "$out" && CC="$(kernel_cc "$b")" CFLAGS="$(kernel_cflags "$b") ${CFLAGS:-}" \
@@ -263,7 +236,7 @@ todo=() pids=()
 for b in $BACKENDS; do
   if up_to_date "$b"; then say "backend $b up to date"; continue; fi
   todo+=("$b")
-  say "compiling backend $b in the background (futhark $(futhark_backend "$b") --library; opencl takes several minutes)"
+  say "compiling backend $b in the background (futhark $(field "$b" backend) --library; opencl takes several minutes)"
   compile_backend "$b" & pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || true; done

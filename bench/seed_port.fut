@@ -9,10 +9,10 @@
 -- that later changes to sampling's forward do not move the baseline), so that
 -- the bench times that formulation beside ours in the same run, compiled by the
 -- same compiler and flags as our c backend.
--- build.sh compiles it with futhark/ (`BACKENDS=seed_port ./build.sh`), its
--- `heads_by_slices` false: with the KV cache read by column slices, Futhark
--- 0.25.32's `vjp2` of this loop gave wrong key and value gradients (checked
--- against finite differences); read by reshapes they are right.
+-- build.sh compiles it with futhark/ and the CPU layout (`BACKENDS=seed_port
+-- ./build.sh`; targets.txt).  `seed_gpt_tokens` reads the KV cache by reshapes
+-- whatever the layout: read by column slices, Futhark 0.25.32's `vjp2` of this
+-- loop gave wrong key and value gradients (checked against finite differences).
 
 import "nn"
 import "model"

@@ -159,7 +159,6 @@ module gpt2_model = {
     if grad_by_hand then loss_grad p h tokens n_pos
     else let (rows, targets) = batch_rows T tokens n_pos
          in vjp2 (\q -> mean_nll (map (gpt_seq q h) rows) targets n_pos) p 1
-  def by_document = !grad_by_hand
   def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64)
                  (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32) =
     gpt_tokens p h tokens pos keys values

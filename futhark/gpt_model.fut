@@ -38,10 +38,6 @@ module type gpt_model = {
   val loss_grad [V][C][T][L][F][B][T1] : params [V][C][T][L][F] -> hyper -> [B][T1]i64 -> [B]i64
                                        -> (f32, params [V][C][T][L][F])
 
-  -- | Whether training, where `docs_one_at_a_time` (layout.fut), takes a batch's
-  -- documents one at a time through `loss_grad` (B = 1).
-  val by_document : bool
-
   -- | The sampling forward: logits [n][V] for one token of each of n sequences,
   -- all at position `pos`, appending their keys and values to the caches
   -- [L][n][T][C] (rows 0..pos-1 filled by earlier calls).

@@ -129,13 +129,8 @@ def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64)
   let layer (li: i64) (x: [n][C]f32) : [n][C]f32 =
     block n_head p.attn_wq[li] p.attn_wk[li] p.attn_wv[li] p.attn_wo[li]
           p.mlp_fc1[li] p.mlp_fc2[li] x
-  -- microgpt's `for li in range(n_layer)` (L >= 1).  Reverse AD of a loop runs
-  -- each iteration's forward again for the values its derivative needs; L is a
-  -- run-time size, so only the last layer can run after the loop, where they are
-  -- kept (layout.fut).
-  let x = if last_layer_apart
-          then layer (L - 1) (loop x for li < L - 1 do layer li x)
-          else loop x for li < L do layer li x
+  -- microgpt's `for li in range(n_layer)`
+  let x = loop x for li < L do layer li x
   in map (`linear` p.lm_head) x
 
 -- | `mlp` on n positions at once, weights outermost (`linear_rows`): sampling's form.

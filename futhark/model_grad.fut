@@ -91,8 +91,6 @@ module microgpt_model = {
   def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) = params_sum_sq p
   def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64) (tokens: [n]i64) =
     gpt_seq p n_head tokens
-  -- the backward by hand takes the whole batch at once (layout.fut)
-  def by_document = !grad_by_hand
   -- by hand (`grad_by_hand`, layout.fut), or by reverse AD of `gpt_seq`
   def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (n_head: i64)
                 (tokens: [B][T1]i64) (n_pos: [B]i64) =

@@ -3,7 +3,6 @@
 -- decay, clipping by the global gradient norm, gradient accumulation).
 
 import "nn"
-import "layout"
 import "gpt_model"
 
 module trainer (M: gpt_model) = {
@@ -41,23 +40,10 @@ module trainer (M: gpt_model) = {
     in mean_nll (map (M.gpt_seq p hyper) rows) targets n_pos
 
   -- | The loss and its gradient with respect to every weight (the model's
-  -- `loss_grad`).  With `docs_one_at_a_time` (layout.fut), where the model
-  -- asks for it (`by_document`), the rows go one after another, each through
-  -- code compiled for B = 1, and the batch's loss and gradient are the rows'
-  -- weighted by their share of the valid positions (the loss is a mean over
-  -- positions): the same function, computed without the padding up to the
-  -- longest row.
+  -- `loss_grad`), the whole batch at once.
   def loss_and_grad [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
                     (tokens: [B][T1]i64) (n_pos: [B]i64) : (f32, M.params [V][C][T][L][F]) =
-    if docs_one_at_a_time && M.by_document
-    then let total = f32.i64 (i64.sum n_pos)
-         in loop (loss, grad) = (0, params_zeros s.params) for b < B do
-              if n_pos[b] == 0 then (loss, grad) else
-              let (loss_b, grad_b) = M.loss_grad s.params s.hyper (tokens[b:b + 1] :> [1][T1]i64)
-                                                 (n_pos[b:b + 1] :> [1]i64)
-              let w = f32.i64 n_pos[b] / total
-              in (loss + w * loss_b, M.params_map2 (\g g_b -> g + w * g_b) grad grad_b)
-    else M.loss_grad s.params s.hyper tokens n_pos
+    M.loss_grad s.params s.hyper tokens n_pos
 
   -- | microgpt's Adam settings (its values: lr 0.01, betas 0.85 and 0.99, eps 1e-8).
   type adam_cfg = {lr: f32, beta1: f32, beta2: f32, eps: f32}

@@ -93,8 +93,9 @@ def test_gradients_match_finite_differences(gpt2_rt, bias):
 
 def test_gradient_by_hand_equals_vjp2s(runtime_cache):
     """c and multicore compute the gradient by the backward written by hand
-    (futhark/gpt2_grad.fut), opencl and cuda by vjp2 of the forward (layout.fut's
-    grad_by_hand): the same gradient, every tensor, on one batch with padded rows."""
+    (futhark/gpt2_grad.fut), opencl and cuda by vjp2 of the forward (`grad_by_hand`
+    in futhark/layout_cpu.fut and layout_gpu.fut): the same gradient, every tensor, on
+    one batch with padded rows."""
     built = built_backends("gpt2")
     by_hand = [b for b in ("c", "multicore") if b in built]
     by_vjp2 = [b for b in ("opencl", "cuda") if b in built]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import re
 import subprocess
 import sys
@@ -65,13 +66,45 @@ def test_fixups_match_build_sh(tmp_path):
     assert gbuild.fix_up(ours, "c", None) == []  # CPU backends: nothing to fix
 
 
-def test_cuda_flags_match_build_sh():
+def test_build_py_resolves_targets_as_build_sh(tmp_path, monkeypatch):
+    """bench/gpu/build.py and build.sh read one table (targets.txt): for every target,
+    `./build.sh targets` (build.sh's own functions) and build.py give the same backend,
+    compiler and flags, with a CUDA toolkit and without; build.sh has no flags of its own."""
     text = (REPO_ROOT / "build.sh").read_text()
-    assert f'echo "{gbuild.HOST_CFLAGS} -I$CUDA_DIR/include"' in text
-    assert 'echo "-L$CUDA_DIR/lib64 -L$CUDA_DIR/lib64/stubs"' in text
-    f = gbuild.flags("cuda", Path("/opt/cuda"))
-    assert f["CFLAGS"] == gbuild.HOST_CFLAGS + " -I/opt/cuda/include"
-    assert f["LDFLAGS"] == "-L/opt/cuda/lib64 -L/opt/cuda/lib64/stubs"
+    assert "-O1" not in text and "-O3" not in text
+    cuda = tmp_path / "cuda"
+    (cuda / "include").mkdir(parents=True)
+    monkeypatch.delenv("CC", raising=False)
+    for cuda_home in (cuda, tmp_path / "none"):
+        env = {**os.environ, "CUDA_HOME": str(cuda_home)}
+        out = subprocess.run(["bash", str(REPO_ROOT / "build.sh"), "targets"], env=env,
+                             capture_output=True, text=True, check=True).stdout
+        rows = [line.split("\t") for line in out.splitlines()]
+        assert [r[0] for r in rows] == [r[0] for r in gbuild.table_rows("target")]
+        for name, program, backend, layout, cc, cflags, ldflags in rows:
+            row = gbuild.target_row(name)
+            assert (row["program"], row["backend"], row["layout"]) == (program, backend, layout)
+            have = cuda_home if backend == "cuda" and cuda_home.is_dir() else None
+            f = gbuild.flags(name, have)
+            assert (f["CC"], f["CFLAGS"], f["LDFLAGS"]) == (cc, cflags, ldflags), name
+            assert (REPO_ROOT / program).is_file() and layout in ("cpu", "gpu")
+    assert gbuild.flags("gpt2_cuda", cuda) == {
+        "CC": "cc", "CFLAGS": f"-O1 -g0 -fwrapv -DNDEBUG -I{cuda}/include",
+        "LDFLAGS": f"-L{cuda}/lib64 -L{cuda}/lib64/stubs"}
+    assert gbuild.targets_of("cuda") == P.TARGETS == ("cuda", "gpt2_cuda")
+    with pytest.raises(gbuild.BuildError, match="unknown target 'cuda2'"):
+        gbuild.backend_of("cuda2")
+
+
+def test_layouts_define_the_same_constants():
+    """build.sh swaps futhark/layout_cpu.fut for layout_gpu.fut: both define the same
+    names, and targets.txt names only these two layouts."""
+    def names(layout: str) -> list[str]:
+        src = (REPO_ROOT / "futhark" / f"layout_{layout}.fut").read_text()
+        return re.findall(r"^def (\w+) : bool = (?:true|false)$", src, re.M)
+    assert names("cpu") == names("gpu") == ["heads_by_slices", "grad_by_hand"]
+    assert {gbuild.target_row(r[0])["layout"] for r in gbuild.table_rows("target")} == \
+        {"cpu", "gpu"}
 
 
 def test_stage_unpacks_compressed_c(tmp_path):

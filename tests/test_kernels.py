@@ -48,8 +48,7 @@ def test_loss_matches_reference(rt, tiny):
 
 
 # The whole batch (rows with n_pos 6, 3, 1), and row 0 alone: a batch of one document,
-# microgpt's job (on c every batch runs one document at a time, layout.fut's
-# ``docs_one_at_a_time``; the other backends compile B = 1 like any B).
+# microgpt's job.
 FD_ROWS = {"batch": [0, 1, 2], "one document": [0]}
 
 

@@ -1,10 +1,11 @@
 """Building a library's CFFI module from carried C, as build.sh would (futhark-ffi's
-build step, build.sh's flags and fix-ups), on a machine without build.sh's set-up.
+build step, the compiler and flags of the target's row in targets.txt, build.sh's
+fix-ups), on a machine without build.sh's set-up.
 
-On the GPU machine: the payload's CUDA C with the system's gcc and CUDA toolkit
+On the GPU machine: the payload's CUDA C with the system's cc and CUDA toolkit
 (host code only, -O1: the kernels are compiled by NVRTC when a context is
-created). In the dry run: the c libraries' C from this checkout's build/, with the
-same flags, and the CUDA C is only fixed up and its header parsed.
+created). In the dry run: the c libraries' C from this checkout's build/, with
+their rows' compiler and flags, and the CUDA C is only fixed up and its header parsed.
 
 ``python -m bench.gpu.build TARGET SOURCE_DIR BUILD_ROOT`` builds one (the run
 starts it as a subprocess, which it can kill at its deadline).
@@ -19,23 +20,56 @@ import sys
 import time
 from pathlib import Path
 
+from .. import REPO_ROOT
+
 # build.sh's cache_fixup: Futhark 0.25.32's cache_restore returns the cached PTX
 # without a terminating NUL, and cuModuleLoadData reads it as a string.
 CACHE_FIXUP = (re.compile(r"^  \*buf = malloc\(\*buflen\);$", re.M),
                "  *buf = calloc(*buflen + 1, 1);")
 # build.sh's cuda_fixup: CUDA 13's cuda.h maps cuCtxCreate to cuCtxCreate_v4.
 CUDA_CTX = ("cuCtxCreate(&ctx->cu_ctx, 0, ctx->dev)", "cuCtxCreate(&ctx->cu_ctx, NULL, 0, ctx->dev)")
-# build.sh's kernel_cflags for GPU host code (and the dry run's c libraries)
-HOST_CFLAGS = "-O1 -g0 -fwrapv -DNDEBUG"
+TABLE = REPO_ROOT / "targets.txt"  # the build targets, build.sh's table
+COLUMNS = ("program", "backend", "layout", "compiler", "flags")
 
 
 class BuildError(RuntimeError):
     """A module could not be built; the message is one line."""
 
 
-def backend_of(target: str) -> str:
+def table_rows(kind: str, table: Path = TABLE) -> list[list[str]]:
+    """targets.txt's rows of one kind ("target", "cflags", "ldflags"), without the kind."""
+    rows = (line.split() for line in table.read_text().splitlines())
+    return [r[1:] for r in rows if r and r[0] == kind]
+
+
+def target_row(name: str) -> dict[str, str]:
+    """A target's row of targets.txt: its program, backend, layout, compiler and flags."""
+    for row in table_rows("target"):
+        if row[0] == name:
+            return dict(zip(COLUMNS, row[1:]))
+    raise BuildError(f"unknown target '{name}' (not in {TABLE})")
+
+
+def targets_of(backend: str) -> tuple[str, ...]:
+    """The targets that futhark's ``backend`` compiles ("cuda" -> ("cuda", "gpt2_cuda"))."""
+    return tuple(row[0] for row in table_rows("target") if row[2] == backend)
+
+
+def backend_of(name: str) -> str:
     """The Futhark backend of a build target ("gpt2_cuda" -> "cuda")."""
-    return target.removeprefix("gpt2_")
+    return target_row(name)["backend"]
+
+
+def compiler(name: str) -> str:
+    """The target's C compiler as build.sh picks it: "clang" in the table is the newest
+    clang here (clang on PATH, else /usr/bin/clang-N), else $CC or cc, as "cc" is."""
+    if target_row(name)["compiler"] == "clang":
+        versions = sorted(Path("/usr/bin").glob("clang-[0-9]*"),
+                          key=lambda p: [int(x) for x in re.findall(r"\d+", p.name)])
+        found = shutil.which("clang") or (versions and str(versions[-1]))
+        if found:
+            return found
+    return os.environ.get("CC", "cc")
 
 
 def cuda_dir() -> Path | None:
@@ -78,12 +112,18 @@ def fix_up(c_file: Path, backend: str, cuda: Path | None) -> list[str]:
     return done
 
 
-def flags(backend: str, cuda: Path | None) -> dict[str, str]:
-    """CC, CFLAGS and LDFLAGS for futhark-ffi's build of ``backend``'s host code."""
-    env = {"CC": os.environ.get("CC", "cc"), "CFLAGS": HOST_CFLAGS, "LDFLAGS": ""}
-    if backend == "cuda" and cuda is not None:
-        env["CFLAGS"] += f" -I{cuda}/include"
-        env["LDFLAGS"] = f"-L{cuda}/lib64 -L{cuda}/lib64/stubs"
+def flags(name: str, cuda: Path | None) -> dict[str, str]:
+    """CC, CFLAGS and LDFLAGS for futhark-ffi's build of target ``name``: its row's
+    compiler and flag set for that compiler, $CUDA as ``cuda`` (flags naming it are left
+    out without one)."""
+    cc = compiler(name)
+    kind = "clang" if Path(cc).name.startswith("clang") else "other"
+    env, flag_set = {"CC": cc}, target_row(name)["flags"]
+    for key in ("cflags", "ldflags"):
+        words = [w for row in table_rows(key) if row[0] == flag_set
+                 and row[1] in ("any", kind) for w in row[2:]]
+        env[key.upper()] = " ".join(w.replace("$CUDA", str(cuda)) for w in words
+                                    if cuda is not None or "$CUDA" not in w)
     return env
 
 
@@ -118,7 +158,7 @@ def build(target: str, source: Path, build_root: Path) -> float:
     cuda = cuda_dir() if backend == "cuda" else None
     out = stage(target, source, build_root)
     applied = fix_up(out / f"microgpt_{target}.c", backend, cuda)
-    env = {**os.environ, **flags(backend, cuda)}
+    env = {**os.environ, **flags(target, cuda)}
     print(f"building {target}: {env['CC']} {env['CFLAGS']} {env['LDFLAGS']}".rstrip()
           + (f"; fix-ups: {', '.join(applied)}" if applied else ""), flush=True)
     code = ("import sys; from futhark_ffi.build import build; "

@@ -5,8 +5,8 @@ library (``<target>/microgpt_<target>.{c.xz,h,json}``: the C, mostly kernel
 source in string literals, is 18 MB and more, 1 MB compressed), wheels of the Python
 packages that machine's image lacks (``wheels/``), the training data
 (``data/``) and ``MANIFEST.json``: the commit and Futhark version it was made
-from, a digest of the Futhark sources per library, and every file's SHA-256 and
-size. ``bench/gpu/prepare`` writes it (``python -m bench.gpu.payload write``);
+from, a digest of its sources (futhark/*.fut, targets.txt), and every file's SHA-256
+and size. ``bench/gpu/prepare`` writes it (``python -m bench.gpu.payload write``);
 ``bench/gpu/run`` checks it (``verify``) before using it.
 
 ``python -m bench.gpu.payload write DIR VERSION`` / ``verify DIR``.
@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 from .. import REPO_ROOT
+from .build import TABLE, targets_of
 
-TARGETS = {"cuda": "futhark/microgpt.fut", "gpt2_cuda": "futhark/gpt2.fut"}
+TARGETS = targets_of("cuda")  # targets.txt's cuda libraries, as bench/gpu/prepare generates
 WHEELS = ("cffi", "pycparser", "futhark_ffi")  # what the GPU machine's image lacks
 LIMIT_BYTES = 48 * 2**20  # the device tool carries 64 MiB with the working tree
 
@@ -44,9 +45,10 @@ def sha256(path: Path) -> str:
 
 
 def source_digest(root: Path = REPO_ROOT) -> str:
-    """Digest of the Futhark sources the libraries are generated from (futhark/*.fut)."""
+    """Digest of what the libraries are generated from: futhark/*.fut, and targets.txt
+    (each target's layout)."""
     h = hashlib.sha256()
-    for p in sorted((root / "futhark").glob("*.fut")):
+    for p in [*sorted((root / "futhark").glob("*.fut")), root / TABLE.name]:
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -121,7 +123,7 @@ def verify(payload: Path, root: Path = REPO_ROOT) -> dict:
     check(payload, manifest)
     if manifest.get("source_digest") != source_digest(root):
         raise PayloadError(f"{payload}'s CUDA C was generated from other futhark/*.fut sources "
-                           "than this checkout's: run bench/gpu/prepare again")
+                           "or targets.txt than this checkout's: run bench/gpu/prepare again")
     return manifest
 
 
