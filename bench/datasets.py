@@ -1,35 +1,23 @@
-"""Training data for the benchmark, encoded as the CLI encodes it (microgpt_fut.data.lines).
+"""Training data for the benchmark, read through the driver's own classes.
 
 ``names``: data/names.txt (microgpt's 32k names), one document per line.
 ``shakespeare``: data/tinyshakespeare.txt cut into consecutive documents
 of block_size - 1 characters (newlines kept), so BOS + doc + BOS fills a row.
-Both are shuffled as microgpt does (``random.seed(42); random.shuffle``).
+Both are the driver's ``datasets.Lines`` (shuffled as microgpt does, ``random.seed(42);
+random.shuffle``; a step's batch as ``microgpt-fut train`` takes it). GPT-2's GPU
+configurations train on ``random_stream``: the driver's ``datasets.Stream`` over uniform
+token ids (no tokenizer on the GPU machine), its windows drawn as nanoGPT's get_batch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from microgpt_fut.data.lines import Vocab, batch_indices, default_docs, read_docs, shuffled
+from microgpt_fut.data.datasets import Lines, Stream
+from microgpt_fut.data.lines import DataInfo, Vocab, default_docs, docs_sha256, read_docs
+from microgpt_fut.data.text import TextData
+from microgpt_fut.data.tokenizer import CharVocab
 
 from . import DATA_DIR
-
-
-@dataclass
-class Dataset:
-    """Encoded documents: tokens int64 [N, block_size+1], n_pos int64 [N], the vocabulary."""
-
-    kind: str
-    description: str
-    vocab: Vocab
-    tokens: np.ndarray
-    n_pos: np.ndarray
-
-    def batches(self, first_step: int, num_steps: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        """Steps first_step.. of the run as the CLI takes them: ([K, B, T+1], [K, B])."""
-        idx = batch_indices(first_step, num_steps, batch, len(self.n_pos))
-        return self.tokens[idx], self.n_pos[idx]
 
 
 def load_docs(kind: str, block_size: int) -> tuple[list[str], str]:
@@ -65,9 +53,23 @@ def init_params(config, seed: int, std: float = 0.08) -> dict[str, np.ndarray]:
             for n, s in config.shapes().items()}
 
 
-def load(kind: str, block_size: int, seed: int = 42) -> Dataset:
-    """Dataset ``kind`` shuffled under ``seed`` and encoded for ``block_size``."""
+def load(kind: str, block_size: int, seed: int = 42) -> Lines:
+    """Dataset ``kind`` as the driver's Lines: shuffled under ``seed``, encoded for
+    ``block_size``; ``batches(first, k, Settings(batch_size=B))`` gives steps first+1..
+    first+k as ([K, 1, B, T+1], [K, 1, B], valid positions)."""
     docs, description = load_docs(kind, block_size)
-    vocab = Vocab.from_docs(docs)
-    tokens, n_pos, _ = vocab.encode(shuffled(docs, seed), block_size)
-    return Dataset(kind, description, vocab, tokens, n_pos)
+    info = DataInfo(description, "", "utf-8", docs_sha256(docs), len(docs))
+    return Lines(docs, info, Vocab.from_docs(docs), seed, block_size)
+
+
+def random_stream(vocab_size: int, block_size: int, seed: int = 42,
+                  n_tokens: int = 1 << 20) -> Stream:
+    """n_tokens uniform token ids in [0, vocab_size) (NumPy under ``seed``) as the driver's
+    Stream, all of them the train split: ``batches(first, k, Settings(batch_size=B))``
+    gives ([K, 1, B, T+1] windows, None: every position counts, positions). The
+    tokenizer is a stand-in of vocab_size characters; nothing decodes these ids."""
+    tokens = np.random.default_rng(seed).integers(0, vocab_size, n_tokens, np.int64)
+    vocab = CharVocab("".join(map(chr, range(0x10000, 0x10000 + vocab_size))))
+    data = TextData(vocab, tokens, np.zeros(0, np.int64), block_size, 0.0, "random tokens",
+                    "")
+    return Stream(data, "tokens")

@@ -94,12 +94,12 @@ class RecipeSpec:
                       weight_decay=self.weight_decay, grad_clip=self.grad_clip)
 
     def settings(self):
-        """The TextSettings of ``microgpt-fut train`` with these options."""
-        from microgpt_fut.training.stream import TextSettings
+        """The Settings of ``microgpt-fut train`` with these options."""
+        from microgpt_fut.training.settings import Settings
 
-        return TextSettings(self.steps, self.batch_size, self.recipe(), self.grad_accum,
-                            self.eval_every, self.eval_iters, self.seed, self.steps_per_call,
-                            self.threads)
+        return Settings(self.steps, self.batch_size, self.recipe(), self.grad_accum,
+                        self.eval_every, self.eval_iters, self.seed, self.steps_per_call,
+                        self.threads)
 
     def config(self, vocab_size: int):
         from microgpt_fut.models.gpt2 import GPT2Config

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from microgpt_fut.models.gpt2 import GPT2Config, Recipe
 from microgpt_fut.models.microgpt import PARAM_NAMES, GPTConfig
 from microgpt_fut.data.text import TextData
-from microgpt_fut.training.stream import TextSettings
+from microgpt_fut.training.settings import Settings
 
 from .datasets import init_params  # noqa: F401  (the same weights for both sides)
 
@@ -435,7 +435,7 @@ def _sync(model: torch.nn.Module) -> None:
         torch.cuda.synchronize()
 
 
-def train_text(model: TorchGPT2, data: TextData, settings: TextSettings,
+def train_text(model: TorchGPT2, data: TextData, settings: Settings,
                on_eval: Callable[[int, float, float], None] | None = None,
                progress: Callable[[int, int, float], None] | None = None) -> TorchRun:
     """nanoGPT's training loop on our TextData, step for step as TextTraining.run:
@@ -448,7 +448,7 @@ def train_text(model: TorchGPT2, data: TextData, settings: TextSettings,
     mean loss of the stretch)`` after each stretch."""
     s = settings
     s.validate()
-    trainer = RecipeTrainer(model, s.recipe)
+    trainer = RecipeTrainer(model, s.optimizer)
     losses, norms, evals = [], [], []
     run = TorchRun(np.zeros(0, np.float32), np.zeros(0, np.float32), evals)
 

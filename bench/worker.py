@@ -17,6 +17,7 @@ import math
 import resource
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,32 +59,56 @@ def measure_budget(budget: float, warm_s: float) -> float:
 
 
 class FutharkEngine:
-    """Our kernels through microgpt_fut.Model (one of the built backends)."""
+    """Our kernels through the driver's own classes: a Runtime of one backend's library
+    (``program``: microgpt's or GPT-2's), and models made, trained and sampled by their
+    config's family (training/family.py: ``Family.model``, ``train``, ``names``), on
+    the device or, for the bench backend "c-threads", over ``threads`` c contexts
+    (parallel/host_state.py, as ``train --threads``). bench/gpu/worker.py uses it too.
+    """
 
-    def __init__(self, backend: str, threads: int = 1):
-        from microgpt_fut.parallel.host_state import runtimes
+    def __init__(self, backend: str, program: str = "microgpt", threads: int = 1,
+                 quiet: bool = True):
         from microgpt_fut.backend.runtime import Runtime
 
-        # c-threads: the c kernels on `threads` contexts (DataParallelModel)
-        self.rt = Runtime(library(backend), quiet=True)
-        self.rts = runtimes(self.rt, threads) if backend == "c-threads" else None
+        self.rt = Runtime(library(backend), quiet=quiet, program=program)
+        self.contexts = threads if backend == "c-threads" else 1
+        cache = self.rt.kernel_cache
+        self.kernel_cache = "off" if cache is None else ("hit" if cache.hit else "compiled")
 
-    def model(self, config, params, num_steps: int):
-        from microgpt_fut.parallel.host_state import DataParallelModel
-        from microgpt_fut.models.microgpt import Model
+    def model(self, config, params, num_steps: int, seed: int = 42, optimizer=None):
+        """A Trainee of ``config`` (GPTConfig or GPT2Config): the arrays ``params``
+        (None: the family's initialisation under ``seed``), trained towards num_steps
+        with ``optimizer`` (None: the family's defaults, Family.optimizer)."""
+        from microgpt_fut.training.family import family_of
 
-        if self.rts is not None:
-            m = DataParallelModel.from_arrays(self.rts, config, params)
-        else:
-            m = Model.from_arrays(self.rt, config, params)
-        m.num_steps = num_steps
-        return m
+        family = family_of(config)
+        m = family.model(self.rt, config, seed, self.contexts, None, params)
+        return Trainee(family, m, optimizer or family.optimizer({}, num_steps), num_steps)
 
-    def train(self, m, tokens, n_pos):
-        return m.train(tokens, n_pos, m.num_steps)  # returns NumPy: the context is synced
+    def train(self, t: "Trainee", tokens, n_pos) -> np.ndarray:
+        """K steps in one call (Family.train): tokens int64 [K, A, B, T+1], n_pos [K, A, B]
+        or None; the K losses as NumPy (so the device has finished)."""
+        return t.family.train(t.model, tokens, n_pos, t.num_steps, t.optimizer)[0]
 
-    def generate(self, m, n, temperature, seed, first):
-        return m.generate(seed, n, temperature, first)
+    def generate(self, t: "Trainee", n, temperature, seed, first):
+        """Names first..first+n-1 (Family.names): int64 [n, block_size]."""
+        return t.family.names(t.model, seed, n, temperature, first)
+
+    def reset_peak(self) -> None:
+        self.rt.reset_peak_memory()
+
+    def peak_bytes(self) -> int | None:
+        return self.rt.peak_memory()
+
+
+@dataclass
+class Trainee:
+    """A model of FutharkEngine's with its family, optimiser and schedule length."""
+
+    family: object
+    model: object
+    optimizer: object
+    num_steps: int
 
 
 class TorchEngine:
@@ -103,7 +128,8 @@ class TorchEngine:
         return TorchTrainer(TorchGPT(config, params).to(self.device), num_steps)
 
     def train(self, m, tokens, n_pos):
-        return m.train(tokens, n_pos)
+        """K steps of tokens [K, 1, B, T+1], n_pos [K, 1, B] (one micro-batch a step)."""
+        return m.train(tokens[:, 0], n_pos[:, 0])
 
     def generate(self, m, n, temperature, seed, first):
         from .torch_ref import generate
@@ -115,7 +141,7 @@ def make_engine(spec: dict):
     """The engine the spec's backend names."""
     if spec["backend"] == "torch":
         return TorchEngine(spec.get("threads", 1), spec.get("torch_device", "cpu"))
-    return FutharkEngine(spec["backend"], spec.get("threads", 1))
+    return FutharkEngine(spec["backend"], threads=spec.get("threads", 1))
 
 
 def _config(spec: dict, vocab_size: int):
@@ -133,6 +159,8 @@ def measure_train(engine, spec: dict, ds) -> None:
     the budget, the 1-step call (after the warm-up) is the measurement. The budget
     starts after the warm-up (the "warm" event); the parent bounds set-up and warm-up.
     """
+    from microgpt_fut.training.settings import Settings
+
     from .datasets import init_params
 
     B, K, min_time = spec["config"]["batch"], spec["steps_per_call"], spec["min_time"]
@@ -142,14 +170,16 @@ def measure_train(engine, spec: dict, ds) -> None:
     emit("ready", rss_mb=peak_rss_mb())
     step = 0
 
+    batch = Settings(batch_size=B)
+
     def call(k: int, what: str) -> tuple[float, int, np.ndarray]:
         nonlocal step
-        tokens, n_pos = ds.batches(step, k, B)
-        emit("call", what=what, tokens=int(n_pos.sum()))
+        tokens, n_pos, positions = ds.batches(step, k, batch)
+        emit("call", what=what, tokens=positions)
         t0 = now()
         losses = engine.train(m, tokens, n_pos)
         step += k
-        return now() - t0, int(n_pos.sum()), losses
+        return now() - t0, positions, losses
 
     warm, _, _ = call(1, "first 1-step training call (warm-up)")
     t_phase, budget = now(), measure_budget(budget, warm)
@@ -213,9 +243,10 @@ def measure_sample(engine, spec: dict, ds) -> None:
 def default_job(spec: dict, t_start: float) -> None:
     """microgpt's job: 1000 steps, B=1, microgpt's sizes, names.txt shuffled (seed 42).
 
-    Ours: ``trainer.train`` as the CLI runs it (TrainSettings defaults);
-    train_s = time inside the device calls, job_s = all of trainer.train
-    (encoding, init, NaN checks), total_s = from before importing the backend.
+    Ours: the driver's run on lines (training/lines.py's Training: run.Run) as
+    ``microgpt-fut train`` runs it (Settings' defaults); train_s = time inside the
+    device calls, job_s = the whole run from Training.start (encoding, init, NaN
+    checks), total_s = from before importing the backend.
     torch: one document per step in eager mode, same order; its own N(0, 0.08)
     initialisation (NumPy, seed 42).  seed_port: the seed port's formulation
     (bench/seed_port.py), the whole job in one call from our initialisation
@@ -275,17 +306,20 @@ def default_job(spec: dict, t_start: float) -> None:
         spk = steps
     else:
         from microgpt_fut.backend.runtime import Runtime
-        from microgpt_fut.training.lines import TrainSettings, train
+        from microgpt_fut.data.lines import Vocab
+        from microgpt_fut.models.microgpt import GPTConfig
+        from microgpt_fut.training.lines import Training
+        from microgpt_fut.training.settings import Settings
 
         rt = Runtime(spec["backend"], quiet=True)
         ctx = now() - t_start
-        settings = TrainSettings(num_steps=steps)
+        settings = Settings(num_steps=steps)
 
         def run_once() -> tuple[np.ndarray, float, float]:
-            res = train(rt, docs, settings)
-            training = getattr(res, "training", None)
-            return (np.asarray(res.losses), getattr(training, "seconds", None) or res.seconds,
-                    res.seconds)
+            t1 = now()
+            run = Training.start(rt, docs, settings, GPTConfig(Vocab.from_docs(docs).size))
+            run.run()
+            return np.asarray(run.losses), run.seconds, now() - t1
         spk = settings.steps_per_call
     runs = [run_once() for _ in range(max(1, spec.get("repeats", 1)))]
     losses = runs[-1][0]

@@ -82,6 +82,16 @@ entry generate [V][C][T][L][F] (s: state [V][C][T][L][F]) (seed: i64) (first: i6
                (n: i64) (temperature: f32) : [n][T]i64 =
   Sample.generate_samples s.params s.hyper seed first n temperature
 
+-- | Continuations of n different prompts (row i: prompts[i, :lens[i]], the
+-- rest padding; 1 <= lens[i] <= P), max_new tokens each, row i as sample
+-- first+i under seed, with the KV cache (sample.fut's `continue_prompts`, as
+-- gpt2.fut's `generate_prompts`); temperature 0 is greedy, top_k 0 keeps every
+-- token.
+entry generate_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i64) (first: i64)
+                       (temperature: f32) (top_k: i64) (prompts: [n][P]i64) (lens: [n]i64)
+                       (max_new: i64) : [n][max_new]i64 =
+  Sample.continue_prompts s.params s.hyper seed first temperature top_k prompts lens max_new
+
 -- | A whole-array i64 sum, the minimal repro of pocl 3.1's reduction bug: a second
 -- call with other input returns the first result unless the workaround is on.
 entry sum_i64 (xs: []i64) : [1]i64 = [i64.sum xs]

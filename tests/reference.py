@@ -164,6 +164,24 @@ def greedy_decode(params: dict, n_head: int, block_size: int) -> tuple[np.ndarra
     return out, np.array(margins)
 
 
+def greedy_continue(params: dict, n_head: int, block_size: int, prompt,
+                    max_new: int) -> tuple[np.ndarray, np.ndarray]:
+    """nanoGPT's ``generate`` at temperature -> 0 (argmax), one sequence: each next token
+    is the argmax of the last logits of ``forward`` over the last block_size tokens.
+
+    Returns (the max_new new tokens int64 [max_new], margins float64 [max_new]: the gap
+    between the best and second-best logit at each step).
+    """
+    seq = [int(t) for t in prompt]
+    margins = []
+    for _ in range(max_new):
+        logits = forward(params, seq[-block_size:], n_head)[-1]
+        top2 = np.sort(logits)[-2:]
+        margins.append(top2[1] - top2[0])
+        seq.append(int(np.argmax(logits)))
+    return np.array(seq[len(prompt):], dtype=np.int64), np.array(margins)
+
+
 def encode_names(names: list[str], block_size: int, alphabet: str = "abcdefghijklmnopqrstuvwxyz"):
     """Rows BOS + name + BOS padded with BOS to block_size+1, and n_pos = min(T, len+1).
 

@@ -162,7 +162,7 @@ def test_short_run_matches_text_training(tmp_path):
 def test_spec_matches_the_issue_command():
     """The default spec is the issue's command's settings (warm-up 100 at 2000 steps)."""
     s = BR.RecipeSpec().settings()
-    r = s.recipe
+    r = s.optimizer
     assert (s.num_steps, s.batch_size, s.grad_accum, s.eval_every, s.eval_iters, s.seed) == \
         (2000, 12, 1, 250, 20, 1337)
     assert (r.lr, r.min_lr, r.warmup_steps, r.lr_decay_steps, r.beta1, r.beta2, r.eps,

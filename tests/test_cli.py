@@ -13,9 +13,9 @@ from cli_helpers import (NAMES_TXT, assert_one_line_error, broken_checkpoints, n
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import Vocab, read_docs
-from microgpt_fut.models.microgpt import Model
+from microgpt_fut.models.microgpt import GPTConfig, Model
 from microgpt_fut.backend.runtime import Runtime
-from microgpt_fut.training.lines import train
+from microgpt_fut.training.lines import Training
 from microgpt_fut.training.sampling import iter_names
 from microgpt_fut.training.settings import Settings
 
@@ -86,10 +86,11 @@ def test_round_trip_in_memory_model(tmp_path):
     need_backend("c")
     docs = read_docs(small_data(tmp_path))
     rt = Runtime("c")
-    res = train(rt, docs, Settings(num_steps=20, steps_per_call=6, batch_size=3),
-                n_layer=2, block_size=8)
+    res = Training.start(rt, docs, Settings(num_steps=20, steps_per_call=6, batch_size=3),
+                         GPTConfig(Vocab.from_docs(docs).size, n_layer=2, block_size=8))
+    res.run()
     path = tmp_path / "r.safetensors"
-    ckpt.save(path, res.training.checkpoint())
+    ckpt.save(path, res.checkpoint())
     ck = ckpt.load(path)
     params, (m, v) = res.model.params(), res.model.adam()
     for name in params:
@@ -263,7 +264,8 @@ def test_microgpt_job_end_to_end():
     docs = read_docs(NAMES_TXT)
     rt = Runtime("c")
     t0 = time.perf_counter()
-    res = train(rt, docs, Settings())
+    res = Training.start(rt, docs, Settings(), GPTConfig(Vocab.from_docs(docs).size))
+    res.run()
     elapsed = time.perf_counter() - t0
     assert res.losses.shape == (1000,) and np.all(np.isfinite(res.losses))
     mean = float(np.mean(res.losses[-100:]))

@@ -185,12 +185,24 @@ def test_configurations():
     assert [c.arch for c in C.configs(arch="gpt2")] == ["gpt2"]
 
 
-def test_random_tokens():
-    ds = worker.RandomTokens(50257, 8)
-    t, n = ds.batches(3, 2, 4)
-    assert t.shape == (2, 4, 9) and t.dtype == np.int64 and (n == 8).all()
-    assert 0 <= t.min() and t.max() < 50257
-    assert (ds.batches(3, 2, 4)[0] == t).all() and not (ds.batches(4, 2, 4)[0] == t).all()
+def test_random_stream():
+    """GPT-2's GPU data is the driver's Stream over uniform ids: a step's rows are
+    windows of block_size+1 consecutive ids of the stream, the same for the same step,
+    others for another step, every position counting."""
+    from bench.datasets import random_stream
+    from microgpt_fut.training.settings import Settings
+
+    ds = random_stream(50257, 8, n_tokens=4096)
+    ids = ds.data.train
+    assert len(ids) == 4096 and 0 <= ids.min() and ids.max() < 50257
+    assert len(np.unique(ids)) > 3000  # drawn, not a constant or a short cycle
+    t, n, positions = ds.batches(3, 2, Settings(batch_size=4))
+    assert t.shape == (2, 1, 4, 9) and t.dtype == np.int64 and n is None and positions == 64
+    for row in t.reshape(-1, 9):
+        starts = [i for i in range(len(ids) - 8) if (ids[i:i + 9] == row).all()]
+        assert starts, row
+    assert (ds.batches(3, 2, Settings(batch_size=4))[0] == t).all()
+    assert not (ds.batches(4, 2, Settings(batch_size=4))[0] == t).all()
 
 
 def test_gpu_lock_is_exclusive_across_processes(tmp_path, monkeypatch):

@@ -315,3 +315,76 @@ def test_generate_first_token_frequencies(rt, tiny, temperature):
     # chi-square with V-1 = 6 degrees of freedom; 22.5 is its 0.999 quantile
     chi2 = float(np.sum((freq - expected) ** 2 / expected) * n)
     assert chi2 < 22.5, f"chi2 {chi2:.1f}"
+
+
+# --------------------------------------------------------------------------- continue prompts
+
+# prompts of different lengths (token ids < V-1); the last is longer than block_size 6, and
+# 9 new tokens carry every row past the context, where the model sees the last 6 tokens
+CONT_PROMPTS = ([3], [0, 5, 2], [1, 1, 4, 0, 2], [2, 0, 3, 3, 1, 5, 0, 4])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_generate_prompts_greedy_matches_reference(rt, tiny, seed):
+    """microgpt's continuations (the library's generate_prompts: KV cache, then the
+    whole-sequence forward past the context) at temperature 0, and at top_k 1 with
+    temperature 1, are the float64 reference's argmax chain of each prompt (nanoGPT's
+    generate: the last block_size tokens), batched with prompts of other lengths."""
+    cfg = tiny.config
+    params = R.random_params(cfg.shapes(), np.random.default_rng(seed))
+    max_new = 9
+    expected = []
+    for p in CONT_PROMPTS:
+        new, margins = R.greedy_continue(params, cfg.n_head, cfg.block_size, p, max_new)
+        assert margins.min() > 1e-3, "test model has a near-tie; choose another seed"
+        expected.append(new)
+    model = Model.from_arrays(rt, cfg, params)
+    got = model.generate_prompts(seed=7, temperature=0.0, top_k=0, prompts=CONT_PROMPTS,
+                                 max_new=max_new)
+    np.testing.assert_array_equal(got, np.array(expected))
+    top1 = model.generate_prompts(7, 1.0, 1, CONT_PROMPTS, max_new, first=3)
+    np.testing.assert_array_equal(top1, np.array(expected))
+    assert model.generate_prompts(7, 1.0, 0, CONT_PROMPTS, 0).shape == (4, 0)
+    with pytest.raises(ValueError, match="at least one token"):
+        model.generate_prompts(7, 1.0, 0, [[1], []], 3)
+
+
+@pytest.mark.parametrize("temperature,top_k", [(0.5, 0), (2.0, 3)])
+def test_generate_prompts_first_token_frequencies(rt, tiny, temperature, top_k):
+    """First new tokens of 4000 continuations of one prompt follow nanoGPT's
+    softmax(top_k(reference logits / temperature)): chi-square over the kept tokens."""
+    cfg = tiny.config
+    params = R.random_params(cfg.shapes(), np.random.default_rng(21), std=0.5)
+    prompt = [6]
+    z = R.forward(params, prompt, cfg.n_head)[-1] / temperature
+    if top_k:
+        z = np.where(z < np.sort(z)[-top_k], -np.inf, z)
+    expected = R.softmax(z)
+    assert np.abs(R.softmax(R.forward(params, prompt, cfg.n_head)[-1]) - expected).max() > 0.08
+    n = 4000
+    model = Model.from_arrays(rt, cfg, params)
+    first = model.generate_prompts(3, temperature, top_k, [prompt] * n, 1)[:, 0]
+    freq = np.bincount(first, minlength=cfg.vocab_size) / n
+    assert np.all(freq[expected == 0] == 0), f"top-k kept {freq.round(3)}"
+    kept = expected > 0
+    chi2 = float(np.sum((freq[kept] - expected[kept]) ** 2 / expected[kept]) * n)
+    # the 0.999 quantile of chi-square with kept-1 degrees of freedom
+    df = int(kept.sum()) - 1
+    assert chi2 < {2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46}[df], \
+        f"chi2 {chi2:.1f} {freq.round(3)}"
+
+
+def test_generate_prompts_rows_do_not_depend_on_the_batch(rt, tiny):
+    """Row i of a batch is sample first+i: the same tokens whether the prompts come
+    together, one per call, or in another split; another seed draws others."""
+    cfg = tiny.config
+    model = Model.from_arrays(rt, cfg, R.random_params(cfg.shapes(), np.random.default_rng(5),
+                                                       std=0.5))
+    whole = model.generate_prompts(11, 1.0, 0, CONT_PROMPTS, 8, first=2)
+    for i, p in enumerate(CONT_PROMPTS):
+        np.testing.assert_array_equal(model.generate_prompts(11, 1.0, 0, [p], 8, first=2 + i)[0],
+                                      whole[i], err_msg=f"row {i}")
+    np.testing.assert_array_equal(model.generate_prompts(11, 1.0, 0, CONT_PROMPTS[2:], 8,
+                                                         first=4), whole[2:])
+    assert not np.array_equal(model.generate_prompts(12, 1.0, 0, CONT_PROMPTS, 8, first=2),
+                              whole)

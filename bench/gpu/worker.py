@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from ..worker import emit, peak_rss_mb
+from ..worker import FutharkEngine, emit, peak_rss_mb
 
 now = time.perf_counter
 LOCK_ENV = "MICROGPT_FUT_GPU_LOCK"
@@ -61,27 +61,16 @@ def gpu_lock():
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-class RandomTokens:
-    """GPT-2 windows of uniformly drawn tokens (no tokenizer on the GPU machine):
-    ``batches`` gives tokens [K, B, T+1] and n_pos [K, B] (every position valid)."""
-
-    def __init__(self, vocab_size: int, block_size: int, seed: int = SEED):
-        self.vocab_size, self.block_size, self.seed = vocab_size, block_size, seed
-
-    def batches(self, first_step: int, k: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        rng = np.random.default_rng([self.seed, first_step])
-        tokens = rng.integers(0, self.vocab_size, (k, batch, self.block_size + 1), np.int64)
-        return tokens, np.full((k, batch), self.block_size, np.int64)
-
-
 def dataset(cfg: dict):
-    """(batches source, vocabulary size) of a configuration."""
+    """(the driver's dataset of a configuration, its vocabulary size): uniform token ids
+    for GPT-2 (bench.datasets.random_stream: no tokenizer on the GPU machine), the
+    named documents for microgpt (bench.datasets.load)."""
+    from ..datasets import load, random_stream
+
     if cfg["arch"] == "gpt2":
         from .configs import GPT2_VOCAB
 
-        return RandomTokens(GPT2_VOCAB, cfg["block_size"]), GPT2_VOCAB
-    from ..datasets import load
-
+        return random_stream(GPT2_VOCAB, cfg["block_size"], SEED), GPT2_VOCAB
     ds = load(cfg["data"], cfg["block_size"])
     return ds, ds.vocab.size
 
@@ -95,43 +84,19 @@ def model_config(cfg: dict, vocab: int):
     return cls(vocab, cfg["n_embd"], cfg["n_head"], cfg["n_layer"], cfg["block_size"])
 
 
-class FutharkEngine:
-    """Our kernels (microgpt's or GPT-2's library) on one backend."""
+def new_model(engine, config):
+    """engine's model of ``config`` at SEED: GPT-2's own initialisation and nanoGPT's
+    Recipe(), or microgpt's N(0, 0.08) (bench.datasets.init_params) and Adam, the
+    schedule 10**6 steps long (a torch engine makes the same: TorchEngine.model)."""
+    if not isinstance(engine, FutharkEngine):
+        return engine.model(config)
+    from microgpt_fut.models.gpt2 import GPT2Config, Recipe
 
-    def __init__(self, backend: str, arch: str):
-        from microgpt_fut.backend.runtime import Runtime
+    from ..datasets import init_params
 
-        self.arch = arch
-        self.rt = Runtime(backend, program=arch)  # says so when it compiles the kernels
-        cache = self.rt.kernel_cache
-        self.kernel_cache = "off" if cache is None else ("hit" if cache.hit else "compiled")
-
-    def model(self, config):
-        from microgpt_fut.models.gpt2 import GPT2Model
-        from microgpt_fut.models.microgpt import Model
-
-        from ..datasets import init_params
-
-        if self.arch == "gpt2":
-            return GPT2Model.init(self.rt, config, SEED)  # GPT-2's init, on the device
-        return Model.from_arrays(self.rt, config, init_params(config, SEED))
-
-    def train(self, m, tokens, n_pos) -> np.ndarray:
-        """K steps; the losses as NumPy (so the device has finished)."""
-        if self.arch == "gpt2":
-            from microgpt_fut.models.gpt2 import Recipe
-
-            return m.train(tokens[:, None], None, Recipe())[0]
-        return m.train(tokens, n_pos, 10 ** 6)
-
-    def generate(self, m, n: int, first: int) -> np.ndarray:
-        return m.generate(SEED, n, 0.5, first)
-
-    def reset_peak(self) -> None:
-        self.rt.reset_peak_memory()
-
-    def peak_bytes(self) -> int | None:
-        return self.rt.peak_memory()
+    if isinstance(config, GPT2Config):  # GPT-2's init, on the device
+        return engine.model(config, None, 10 ** 6, SEED, Recipe())
+    return engine.model(config, init_params(config, SEED), 10 ** 6, SEED)
 
 
 class TorchEngine:
@@ -167,17 +132,19 @@ class TorchEngine:
         return RecipeTrainer(net, Recipe()) if gpt2 else TorchTrainer(net, 10 ** 6)
 
     def train(self, m, tokens, n_pos) -> np.ndarray:
+        """K steps of tokens [K, 1, B, T+1] (one micro-batch a step), n_pos [K, 1, B] or
+        None (every position counts); the K losses."""
         from ..torch_ref import RecipeTrainer
 
         if isinstance(m, RecipeTrainer):
-            losses = [m.step(tokens[k][None])[0] for k in range(tokens.shape[0])]
+            losses = [m.step(tokens[k])[0] for k in range(tokens.shape[0])]
             return self.torch.stack(losses).float().cpu().numpy()
-        return m.train(tokens, n_pos)
+        return m.train(tokens[:, 0], n_pos[:, 0])
 
-    def generate(self, m, n: int, first: int) -> np.ndarray:
+    def generate(self, m, n: int, temperature: float, seed: int, first: int) -> np.ndarray:
         from ..torch_ref import generate
 
-        return generate(m.model, n, 0.5, SEED * 1_000_003 + first)
+        return generate(m.model, n, temperature, seed * 1_000_003 + first)
 
     def reset_peak(self) -> None:
         gc.collect()
@@ -192,7 +159,7 @@ class TorchEngine:
 def make_engine(spec: dict):
     e = spec["engine"]
     if e["kind"] == "futhark":
-        return FutharkEngine(e["backend"], spec["arch"])
+        return FutharkEngine(e["backend"], spec["arch"], quiet=False)
     return TorchEngine(e["device"], e.get("compile", False), e.get("compile_backend", "inductor"))
 
 
@@ -216,14 +183,17 @@ def first_step(spec: dict) -> None:
     runtime_s = now() - t0
     emit("runtime", runtime_s=round(runtime_s, 3), kernel_cache=engine.kernel_cache)
     t0 = now()
+    from microgpt_fut.training.settings import Settings
+
     ds, vocab = dataset(cfg)
-    m = engine.model(model_config(cfg, vocab))
+    m = new_model(engine, model_config(cfg, vocab))
     setup_s = now() - t0
     # torch.compile's first step is mostly compiling, on the CPU: it takes no GPU lock
     with (contextlib.nullcontext(0.0) if getattr(engine, "compiled", False)
           else gpu_lock()) as waited:
         t0 = now()
-        losses = engine.train(m, *ds.batches(0, 1, cfg["batch"]))
+        tokens, n_pos, _ = ds.batches(0, 1, Settings(batch_size=cfg["batch"]))
+        losses = engine.train(m, tokens, n_pos)
         step_s = now() - t0
     emit("first_step", config=cfg["name"], startup_s=round(startup_s, 3),
          import_s=round(import_s, 3), runtime_s=round(runtime_s, 3), setup_s=round(setup_s, 3),
@@ -241,15 +211,17 @@ def _cost(cfg: dict) -> float:
 def measure_train(engine, m, cfg: dict, ds, spec: dict, deadline: float) -> dict:
     """Tokens/s of one configuration (see the module docstring)."""
     B, budget, min_time = cfg["batch"], spec["train_budget_s"], spec["min_time"]
-    step = 0
+    from microgpt_fut.training.settings import Settings
+
+    step, batch = 0, Settings(batch_size=B)
 
     def call(k: int) -> tuple[float, int, np.ndarray]:
         nonlocal step
-        tokens, n_pos = ds.batches(step, k, B)
+        tokens, n_pos, positions = ds.batches(step, k, batch)
         t0 = now()
         losses = engine.train(m, tokens, n_pos)
         step += k
-        return now() - t0, int(n_pos.sum()), losses
+        return now() - t0, positions, losses
 
     compiling = getattr(engine, "compiled", False)  # torch.compile's first call compiles on
     if compiling:                                     # the CPU: it waits for no GPU lock
@@ -287,7 +259,7 @@ def measure_sample(engine, m, cfg: dict, spec: dict, deadline: float) -> dict:
     n_warm = min(n, 16)
     with gpu_lock() as waited:
         t0 = now()
-        engine.generate(m, n_warm, 0)
+        engine.generate(m, n_warm, 0.5, SEED, 0)
         warm = now() - t0
         t_phase, timed, samples, calls, last = now(), 0.0, 0, 0, warm * n / n_warm
         if last > 3 * budget or time.time() + 1.2 * last > deadline:  # the warm-up must do
@@ -297,7 +269,7 @@ def measure_sample(engine, m, cfg: dict, spec: dict, deadline: float) -> dict:
         while calls == 0 or (timed < min_time and now() - t_phase + 1.2 * last <= budget
                              and time.time() + 1.2 * last < deadline):
             t0 = now()
-            engine.generate(m, n, 1 + calls * n)
+            engine.generate(m, n, 0.5, SEED, 1 + calls * n)
             last = now() - t0
             timed, samples, calls = timed + last, samples + n, calls + 1
     return {"samples_s": round(samples / timed, 2), "timed_s": round(timed, 3), "calls": calls,
@@ -322,7 +294,7 @@ def sweep(spec: dict) -> None:
         try:
             ds, vocab = dataset(cfg)
             config = model_config(cfg, vocab)
-            m = engine.model(config)
+            m = new_model(engine, config)
             result = measure_train(engine, m, cfg, ds, spec, deadline)
             per_cost = result["step_s"] / _cost(cfg)
             emit("train", config=name, n_params=config.num_params(), **result)

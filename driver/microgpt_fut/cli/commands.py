@@ -563,8 +563,7 @@ def sample(ctx, **o):
     family = family_of(ck.config)
     rt = runtime(o["backend"], o["device"], quiet=False, program=family.program)
     with user_errors():
-        # microgpt continues text on the host, one call per token for all rows: one context
-        contexts = 1 if kind.evaluates and family.continues_on_host else min(o["threads"], total)
+        contexts = min(o["threads"], total)
         model = family.model(rt, ck.config, 0, contexts, None, ck.params, step=ck.step)
         print_samples(kind.iter_samples(model, tok, n, temperature, o["seed"], prompts,
                                         o["max_new_tokens"], o["top_k"]),

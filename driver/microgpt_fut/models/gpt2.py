@@ -257,30 +257,3 @@ class GPT2Model(DeviceModel):
                                            np.float32(temperature), int(top_k),
                                            np.ascontiguousarray(prompt, dtype=np.int64),
                                            int(max_new)))
-
-    def generate_prompts(self, seed: int, temperature: float, top_k: int, prompts,
-                         max_new: int, first: int = 0) -> np.ndarray:
-        """Continuations of n different prompts in one batch with the KV cache: int64
-        [n, max_new], row i continuing ``prompts[i]`` (a sequence of >= 1 token ids) as
-        sample first+i under seed. temperature 0 is greedy; top_k 0 keeps every token.
-
-        A prompt longer than block_size is cut to its last block_size tokens (all the
-        model sees of it, as nanoGPT crops ``idx_cond``); then row i equals
-        ``generate(seed, 1, temperature, top_k, prompts[i], max_new, first + i)``.
-        Raises ValueError for an empty prompt or max_new < 0.
-        """
-        T = self.config.block_size
-        rows = [np.asarray(p, dtype=np.int64).reshape(-1)[-T:] for p in prompts]
-        if any(len(r) == 0 for r in rows):
-            raise ValueError("every prompt needs at least one token")
-        if max_new < 0:
-            raise ValueError(f"max_new must be at least 0, got {max_new}")
-        lens = np.array([len(r) for r in rows], dtype=np.int64)
-        if not rows or max_new == 0:
-            return np.zeros((len(rows), max_new), np.int64)
-        padded = np.zeros((len(rows), int(lens.max())), np.int64)
-        for i, r in enumerate(rows):
-            padded[i, :len(r)] = r
-        return self.rt.numpy(self.rt.entry("generate_prompts", self.state, seed, first,
-                                           np.float32(temperature), int(top_k), padded, lens,
-                                           int(max_new)))

@@ -230,6 +230,14 @@ class HostStateModel:
     def step(self) -> int:
         return self.state.step
 
+    def generate_prompts(self, seed: int, temperature: float, top_k: int, prompts,
+                         max_new: int, first: int = 0) -> np.ndarray:
+        """As the device model's generate_prompts (DeviceModel's), the prompts split over
+        the contexts (row i draws from random stream first+i wherever it runs)."""
+        prompts = list(prompts)
+        return self._split(len(prompts), lambda model, rows: model.generate_prompts(
+            seed, temperature, top_k, prompts[rows], max_new, first + rows.start))
+
     def _split(self, n: int, call) -> np.ndarray:
         """call(context, rows) for this process's contexts' shares of n rows (all of them:
         samples are not shared with other ranks), concatenated in order."""
@@ -351,13 +359,6 @@ class DataParallelGPT2(HostStateModel):
             seed, rows.stop - rows.start, temperature, top_k, prompt, max_new,
             first + rows.start))
 
-    def generate_prompts(self, seed: int, temperature: float, top_k: int, prompts,
-                         max_new: int, first: int = 0) -> np.ndarray:
-        """As GPT2Model.generate_prompts, the prompts split over the contexts (row i
-        draws from random stream first+i wherever it runs)."""
-        prompts = list(prompts)
-        return self._split(len(prompts), lambda model, rows: model.generate_prompts(
-            seed, temperature, top_k, prompts[rows], max_new, first + rows.start))
 
 
 def _flat_groups(config, params: Arrays, m: Arrays | None, v: Arrays | None) -> list[np.ndarray]:

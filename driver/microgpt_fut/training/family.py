@@ -133,7 +133,6 @@ class Family:
     arch: str
     program: str
     measures_norms: bool  # whether ``train`` gives each step's gradient norm
-    continues_on_host: bool  # whether ``continuations`` runs on the host (one context)
     config_class: type
     device_model: type
     host_model: type
@@ -189,12 +188,14 @@ class Family:
         raise NotImplementedError
 
     def continuations(self, model, seed: int, temperature: float, top_k: int, prompts,
-                      max_new: int, first: int, one_prompt: bool = False) -> np.ndarray:
+                      max_new: int, first: int) -> np.ndarray:
         """max_new tokens after each prompt (a sequence of >= 1 token ids; the model sees
         its last block_size): int64 [len(prompts), max_new], row i from random stream
-        first+i under seed (one_prompt: all rows continue the same prompt). temperature
-        0 is greedy; top_k 0 keeps every token."""
-        raise NotImplementedError
+        first+i under seed. temperature 0 is greedy; top_k 0 keeps every token. Every
+        family continues in Futhark with the KV cache, all rows in one call: the
+        library's ``generate_prompts`` (futhark/sample.fut's ``continue_prompts``;
+        DeviceModel.generate_prompts). Raises ValueError for an empty prompt."""
+        return model.generate_prompts(seed, temperature, top_k, list(prompts), max_new, first)
 
     def logits(self, model, tokens: np.ndarray) -> np.ndarray:
         """Logits of the training path: tokens int64 [B, n], n <= block_size -> float32
@@ -207,7 +208,7 @@ class Microgpt(Family):
     kernel's loss is the mean over the valid positions of all rows)."""
 
     arch, program = "microgpt", "microgpt"
-    measures_norms, continues_on_host = False, True
+    measures_norms = False
     config_class, device_model, host_model = GPTConfig, Model, DataParallelModel
     optimizer_options = {"lr": "0.01", "beta1": "0.85", "beta2": "0.99"}
 
@@ -249,48 +250,12 @@ class Microgpt(Family):
         padded[:, :n] = tokens
         return model.logits_seq(padded)[:, :n]
 
-    def continuations(self, model, seed, temperature, top_k, prompts, max_new, first,
-                      one_prompt=False):
-        """Family.continuations's: microgpt's kernels generate from BOS only, so text is
-        continued on the host, one device call per new token for all rows (``logits``
-        of the last block_size tokens; row i draws from
-        numpy's PCG64 under SeedSequence([seed, first + i]); nanoGPT sample.py's
-        temperature and top-k). Slower than GPT-2's kernels, for microgpt's small
-        models."""
-        T = model.config.block_size
-        rows = [list(np.asarray(p, np.int64).reshape(-1)) for p in prompts]
-        if any(len(r) == 0 for r in rows):
-            raise ValueError("every prompt needs at least one token")
-        out = np.zeros((len(rows), max(max_new, 0)), np.int64)
-        rngs = [np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, first + i])))
-                for i in range(len(rows))]
-        for j in range(max_new):
-            ctx = [r[-T:] for r in rows]
-            n = max(len(c) for c in ctx)
-            tokens = np.zeros((len(rows), n), np.int64)
-            for i, c in enumerate(ctx):
-                tokens[i, :len(c)] = c
-            logits = self.logits(model, tokens).astype(np.float64)
-            for i, c in enumerate(ctx):
-                z = logits[i, len(c) - 1]
-                if temperature == 0:
-                    t = int(np.argmax(z))
-                else:
-                    z = z / temperature
-                    if top_k:
-                        z = np.where(z < np.sort(z)[-min(top_k, len(z))], -np.inf, z)
-                    p = np.exp(z - z.max())
-                    t = int(rngs[i].choice(len(p), p=p / p.sum()))
-                rows[i].append(t)
-                out[i, j] = t
-        return out
-
 
 class GPT2(Family):
     """GPT-2's model and nanoGPT's recipe (gpt2.Recipe)."""
 
     arch, program = "gpt2", "gpt2"
-    measures_norms, continues_on_host = True, False
+    measures_norms = True
     config_class, device_model, host_model = GPT2Config, GPT2Model, DataParallelGPT2
     size_options = Family.size_options + ("bias",)
     optimizer_options = {"lr": "1e-3", "min_lr": "lr/10", "warmup_steps": "min(100, steps/10)",
@@ -330,19 +295,6 @@ class GPT2(Family):
         token of a lines vocabulary), block_size tokens (decoding stops at a BOS)."""
         bos = np.array([model.config.vocab_size - 1], np.int64)
         return model.generate(seed, n, temperature, 0, bos, model.config.block_size, first)
-
-    def continuations(self, model, seed, temperature, top_k, prompts, max_new, first,
-                      one_prompt=False):
-        """Family.continuations's: GPT-2's ``generate`` (one_prompt: every row has the
-        same prompt) or
-        ``generate_prompts`` (several, with the KV cache)."""
-        prompts = list(prompts)
-        if not max_new:
-            return np.zeros((len(prompts), 0), np.int64)
-        if one_prompt:
-            return model.generate(seed, len(prompts), temperature, top_k, prompts[0], max_new,
-                                  first)
-        return model.generate_prompts(seed, temperature, top_k, prompts, max_new, first)
 
 
 FAMILIES = {"microgpt": Microgpt(), "gpt2": GPT2()}

@@ -10,14 +10,8 @@ A run (``Training``) can stop after any call, be written to a checkpoint and be
 continued from it (``Training.resume``): the data order is a function of the
 seed and the documents, and the cursor is step * batch_size, so a resumed run
 computes exactly what the uninterrupted run would have.
-
-``train`` (a whole fresh run in one call) and ``TrainSettings`` are bench/worker.py's
-(issue 36 item 3 moves bench onto the command line's own classes).
 """
 from __future__ import annotations
-
-import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,14 +19,9 @@ from .checkpoint import Checkpoint
 from ..data.lines import DataInfo, Vocab, docs_sha256
 from ..data.datasets import Lines, other_documents
 from ..parallel.exchange import Exchange
-from ..models.microgpt import GPTConfig, Model
-from .run import Diverged, Progress, Run  # noqa: F401  (Diverged: its callers catch it here)
-from .settings import Settings
+from ..models.microgpt import GPTConfig
+from .run import Diverged, Run  # noqa: F401  (Diverged: its callers catch it here)
 from ..backend.runtime import Runtime
-
-
-# bench/worker.py's name for the one Settings class (its defaults are microgpt's job)
-TrainSettings = Settings
 
 
 class Training(Run):
@@ -93,44 +82,3 @@ class Training(Run):
             raise ValueError(other_documents(data, ck.train))
         dataset = Lines(docs, data, vocab, settings.seed, ck.config.block_size)
         return super().resume(rt, ck, dataset, settings, exchange)
-
-
-@dataclass
-class TrainResult:
-    """A finished run (``train``): the model on the device, its vocabulary, its settings,
-    losses float32 [num_steps] (each step's loss before its update: the mean negative
-    log-likelihood per valid position, nats), the documents, those cut to block_size,
-    the valid positions trained on, the seconds it took, and the run itself."""
-
-    model: Model
-    vocab: Vocab
-    settings: Settings
-    losses: np.ndarray
-    n_docs: int
-    n_cut: int
-    tokens: int
-    seconds: float
-    training: Training | None = None
-
-
-def train(rt: Runtime, docs: list[str], settings: Settings = Settings(), *,
-          n_embd: int = 16, n_head: int = 4, n_layer: int = 1, block_size: int = 16,
-          mlp_width: int | None = None, progress: Progress | None = None,
-          report_every: int = 100) -> TrainResult:
-    """Train a fresh model (Model.init under settings.seed) on docs, all steps.
-
-    The vocabulary comes from docs (data/lines.py's Vocab); documents are shuffled
-    as microgpt does (``shuffled``) and encoded by Vocab.encode. ``progress`` as
-    in ``Training.run``. Raises ValueError (naming the option) for bad settings
-    or sizes, Diverged on a NaN or infinity, and the runtime's errors.
-    """
-    settings.validate()
-    if not docs:
-        raise ValueError("no documents to train on")
-    config = GPTConfig(Vocab.from_docs(docs).size, n_embd, n_head, n_layer, block_size,
-                       mlp_width)
-    start = time.perf_counter()
-    t = Training.start(rt, docs, settings, config)
-    t.run(progress=progress, report_every=report_every)
-    return TrainResult(t.model, t.vocab, settings, t.losses, len(docs), t.n_cut, t.positions,
-                       time.perf_counter() - start, t)

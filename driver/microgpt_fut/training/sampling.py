@@ -59,7 +59,7 @@ def iter_continuations(model, vocab: Tokenizer, prompts: list[str], n: int, max_
         rows_of = [ids[i // n] for i in range(first, first + k)]
         t0 = time.perf_counter()
         rows = family_of(model.config).continuations(model, seed, temperature, top_k, rows_of,
-                                                     max_new, first, len(prompts) == 1)
+                                                     max_new, first)
         pacer.record(k, time.perf_counter() - t0)
         yield [vocab.decode([*ids[(first + i) // n], *row]) for i, row in enumerate(rows)]
         first += k

@@ -33,11 +33,6 @@ class Settings:
     threads: int = 1
 
     @property
-    def recipe(self) -> Adam | Recipe:
-        """The optimiser (nanoGPT's word, bench.torch_ref's)."""
-        return self.optimizer
-
-    @property
     def contexts(self) -> int:
         """Kernel contexts a step is split over: --threads, but no more than a step's
         rows (with one, the whole run stays on the device and steps_per_call steps are

@@ -23,10 +23,6 @@ from ..backend.runtime import Runtime
 from ..data.text import TextData
 
 
-# bench/recipe.py and bench/torch_ref.py's name for the one Settings class
-TextSettings = Settings
-
-
 class TextTraining(Run):
     """A run on a token stream (run.Run over a datasets.Stream), made from a TextData:
     ``start`` or ``resume``, then ``run``, then ``checkpoint``."""
