@@ -74,7 +74,7 @@ def sweep_table(rows: list[dict], only: set | None = None) -> list[list[str]]:
 
 def default_job_table(rows: list[dict], only: set | None = None) -> list[list[str]]:
     """Header + one line per row of default_job.csv (with ``only``: those backends)."""
-    out = [["backend", "training s", "trainer.train s", "total s", "loss (last 100)",
+    out = [["backend", "training s", "whole run s", "total s", "loss (last 100)",
             "K", "peak RSS MB", "notes"]]
     for r in rows:
         if only is not None and r["backend"] not in only:
