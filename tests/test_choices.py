@@ -3,13 +3,14 @@ computation done with transformers on the same random GPT-2 folder."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli_helpers import assert_one_line_error
+from cli_helpers import assert_one_line_error, sigint_at_step
 from conftest import get_runtime
 from hf_helpers import need, random_hf_model, save_hf_folder, small_bpe
 from microgpt_fut.training import choices
@@ -64,7 +65,10 @@ def test_scores_equal_hellaswag_py_with_transformers(folder, gpt2_backend):
         np.testing.assert_allclose(s.sum_loss[i], total, rtol=1e-5)
         np.testing.assert_allclose(s.avg_loss[i], mean, rtol=1e-5)
         assert s.pred[i] == total.argmin() and s.pred_norm[i] == mean.argmin()
-    assert s.acc == np.mean([p == e["label"] for p, e in zip(s.pred, raw)])
+    # acc and acc_norm from transformers' losses, not from our own picks
+    picks = [theirs(model, tok, ex) for ex in raw]
+    assert s.acc == np.mean([t.argmin() == e["label"] for (t, _), e in zip(picks, raw)])
+    assert s.acc_norm == np.mean([m.argmin() == e["label"] for (_, m), e in zip(picks, raw)])
 
 
 def test_eval_command_prints_acc_and_acc_norm(folder, tmp_path):
@@ -101,9 +105,11 @@ def test_bad_choices_lines_are_named(tmp_path, line, fragment):
     bad.write_text(EXAMPLES.read_text().splitlines()[0] + "\n" + line + "\n")
     with pytest.raises(DataError, match=fragment):
         choices.read_examples(bad)
+    # the command names the same fault, with the file, before it looks for the checkpoint
     r = CliRunner().invoke(main, ["eval", "--checkpoint", str(tmp_path / "none"),
                                   "--choices", str(bad)])
-    assert_one_line_error(r)
+    line = assert_one_line_error(r, f"choices file {str(bad)!r} line 2")
+    assert re.search(fragment, line), (fragment, line)
 
 
 def test_string_labels_of_hugging_faces_hellaswag_are_read(tmp_path):
@@ -159,13 +165,20 @@ def test_train_eval_choices_scores_each_evaluation(tmp_path):
     r = CliRunner().invoke(main, ["eval", "--checkpoint", str(out), "--choices", str(EXAMPLES)])
     assert r.exit_code == 0, r.output
     assert f"acc {ck.evals[-1][3]:.4f}, acc_norm {ck.evals[-1][4]:.4f}" in r.stdout
-    # resumed from step 3 (saved by --save-every): the same scores as the run above
+    # interrupted after step 3 (saved then), resumed without --eval-choices: the resumed
+    # run scores the file its checkpoint names, with the same scores as the run above
     part = tmp_path / "p.safetensors"
-    r = CliRunner().invoke(main, [*args[:args.index("--steps") + 1], "6",
-                                  *args[args.index("--steps") + 2:], "--eval-choices",
-                                  str(EXAMPLES), "--out", str(part), "--save-every", "3"])
+    with pytest.MonkeyPatch.context() as m:
+        sigint_at_step(m, GPT2Model, 3)
+        r = CliRunner().invoke(main, [*args, "--eval-choices", str(EXAMPLES), "--out", str(part)])
+    assert r.exit_code == 130, r.output
+    first = ckpt.load(part)
+    assert first.step == 3 and first.evals == ck.evals[:1]  # saved before step 3's evaluation
+    r = CliRunner().invoke(main, ["train", "--resume", str(part), "--data",
+                                  str(DATA_DIR / "tinyshakespeare.txt"), "--samples", "0"])
     assert r.exit_code == 0, r.output
-    assert ckpt.load(part).evals == ck.evals
+    resumed = ckpt.load(part)
+    assert resumed.step == 6 and resumed.evals == ck.evals
 
 
 def test_train_eval_choices_is_refused_where_it_cannot_score(tmp_path):

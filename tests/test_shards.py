@@ -127,7 +127,7 @@ def test_prepare_refuses_bad_input_in_one_line(tmp_path, content, fragment):
     src.write_bytes(content)
     r = run("prepare", src, "--out", tmp_path / "o")
     assert_one_line_error(r, "in.txt", fragment)
-    assert not list((tmp_path / "o").glob("*")) if (tmp_path / "o").exists() else True
+    assert not (tmp_path / "o").exists()  # the refused run removes the --out it made
 
 
 def test_iter_text_reports_the_offset_past_the_first_chunk(tmp_path):
@@ -239,25 +239,51 @@ def test_windows_cross_shard_boundaries(tmp_path):
 
 
 def test_memory_stays_flat_on_a_billion_tokens(tmp_path):
-    """A sparse shard set of 1.2 billion tokens (2.4 GB on disk, no blocks written): its
-    checks and a few batches keep the peak RSS far below the data's size."""
+    """A sparse shard set of 1.2 billion tokens (2.4 GB on disk, only the read windows
+    written): its checks and a few batches keep the peak RSS far below the data's size,
+    and each batch holds the tokens at the starts that nanoGPT's get_batch draws from
+    stream_rng(seed, 0, step, micro-batch) (text.py's contract), computed here apart."""
     folder = tmp_path / "big"
     folder.mkdir()
-    (folder / "tokenizer.json").write_text('{"type": "char", "chars": "ab"}')
-    n = 600_000_000
+    vocab = 250
+    chars = "".join(chr(0x4E00 + i) for i in range(vocab))
+    (folder / "tokenizer.json").write_text(json.dumps({"type": "char", "chars": chars}))
+    n, block, seed, accum, batch = 600_000_000, 64, 1, 2, 12
+
+    def token(p):  # distinct nonzero ids by global position: a shifted window shows
+        return 1 + (p * 2654435761) % (vocab - 1)
+
+    want = np.empty((5, accum, batch, block + 1), dtype=np.int64)
+    for step in range(5):
+        for a in range(accum):
+            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0, step, a])))
+            starts = rng.integers(0, 2 * n - block, size=batch)
+            want[step, a] = token(starts[:, None] + np.arange(block + 1))
     for k in range(2):
         with open(folder / f"big_train_{k:06d}.bin", "wb") as f:
             f.write(shards.header(n).tobytes())
-            f.truncate(shards.HEADER_BYTES + 2 * n)  # zeros: token 0, sparse
+            f.truncate(shards.HEADER_BYTES + 2 * n)  # zeros elsewhere: sparse
+    for step in range(5):
+        for a in range(accum):
+            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0, step, a])))
+            for s in rng.integers(0, 2 * n - block, size=batch):
+                for p in range(int(s), int(s) + block + 1):
+                    with open(folder / f"big_train_{p // n:06d}.bin", "r+b") as f:
+                        f.seek(shards.HEADER_BYTES + 2 * (p % n))
+                        f.write(np.array([token(p)], dtype="<u2").tobytes())
+    np.save(tmp_path / "want.npy", want)
     # VmHWM: this process's own peak (ru_maxrss would keep the pytest process's size
     # from before the exec)
     code = textwrap.dedent(f"""
+        import numpy as np
         from microgpt_fut.data import shards
-        d = shards.load_tokens({str(folder)!r}, 64)
+        d = shards.load_tokens({str(folder)!r}, {block})
         assert len(d.train) == {2 * n}
+        want = np.load({str(tmp_path / "want.npy")!r})
         for step in range(5):
-            b = d.train_batch(step, 1, 2, 12)
-            assert b.shape == (2, 12, 65) and (b == 0).all()
+            b = d.train_batch(step, {seed}, {accum}, {batch})
+            assert b.shape == ({accum}, {batch}, {block + 1})
+            assert np.array_equal(b, want[step]), step
         status = open("/proc/self/status").read().splitlines()
         print(next(ln.split()[1] for ln in status if ln.startswith("VmHWM:")))
     """)
