@@ -1,11 +1,12 @@
-"""Checkpoints written by 7cc6169 (tests/data/7cc6169, its README says how) still keep
+"""Checkpoints written by 7cc6169 and e66ae33 (tests/data/<commit>, each README says how)
+still keep
 their promise under today's code: they load, their settings read as today's code writes
 them for the same command, and `--resume` continues the run exactly as a checkpoint of
 today's code at the same step with the same weights, moments, losses and evaluations
 continues it, on this machine.
 
 Nothing here compares figures computed on another machine: the fixtures' weights came
-from 7cc6169 on the machine that wrote them (bits hold on one machine and build only,
+from their commit on the machine that wrote them (bits hold on one machine and build only,
 docs/reproducibility.md), so the reference is today's code continuing those same
 weights here, not a fresh run's weights.
 """
@@ -27,15 +28,18 @@ from microgpt_fut.models.gpt2 import GPT2Model
 from microgpt_fut.models.microgpt import Model
 from microgpt_fut.training import checkpoint as ckpt
 
-OLD = Path(__file__).resolve().parent / "data" / "7cc6169"
-# the fixtures' command (tests/data/7cc6169/README.md)
+DATA = Path(__file__).resolve().parent / "data"
+# the fixtures' commands (tests/data/<commit>/README.md)
 SIZES = ["--n-embd", "4", "--n-head", "2", "--n-layer", "1", "--block-size", "8", "--seed", "7",
          "--steps", "8", "--save-every", "4"]
+GPT2 = ["--arch", "gpt2", "--batch-size", "2", "--eval-every", "4", "--eval-iters", "2"]
 CASES = {
     "lines": ("names.txt", ["--batch-size", "4"]),
-    "text": ("text.txt", ["--arch", "gpt2", "--data-format", "text", "--batch-size", "2",
-                          "--eval-every", "4", "--eval-iters", "2"]),
+    "text": ("text.txt", [*GPT2, "--data-format", "text"]),
+    "tokens": ("shards", [*GPT2, "--data-format", "tokens"]),  # e66ae33's prepare of text.txt
 }
+FIXTURES = [("7cc6169", "lines"), ("7cc6169", "text"),
+            ("e66ae33", "lines"), ("e66ae33", "text"), ("e66ae33", "tokens")]
 # where each run read its data: the fixtures' /tmp path and name, this test's own
 WHERE = {"data_path", "data"}
 
@@ -49,12 +53,15 @@ def metadata(path: Path) -> dict[str, str]:
         return dict(f.metadata())
 
 
-@pytest.mark.parametrize("kind", CASES)
-def test_an_old_checkpoint_continues_as_todays_checkpoint_does(kind, tmp_path, monkeypatch):
+@pytest.mark.parametrize("commit, kind", FIXTURES)
+def test_an_old_checkpoint_continues_as_todays_checkpoint_does(commit, kind, tmp_path,
+                                                               monkeypatch):
     need_backend("c")
     data, options = CASES[kind]
+    OLD = DATA / commit
+    fixture = OLD / f"{kind}_{commit}.safetensors"
     old = tmp_path / "old.safetensors"
-    shutil.copy(OLD / f"{kind}_7cc6169.safetensors", old)
+    shutil.copy(fixture, old)
     stored = load_file(str(old))
 
     # it loads, as what 7cc6169 wrote: the same tensors, step, kind and settings
@@ -100,6 +107,6 @@ def test_an_old_checkpoint_continues_as_todays_checkpoint_does(kind, tmp_path, m
     ended, reference = ckpt.load(old), ckpt.load(same)
     assert ended.step == reference.step == 8
     assert json.dumps(ended.evals) == json.dumps(reference.evals)
-    if kind == "text":  # the fixture's evaluations at steps 0 and 4 are kept, one more at 8
-        assert ended.evals[:2] == json.loads(metadata(OLD / "text_7cc6169.safetensors")["evals"])
+    if kind != "lines":  # the fixture's evaluations at steps 0 and 4 are kept, one more at 8
+        assert ended.evals[:2] == json.loads(metadata(fixture)["evals"])
         assert [e[0] for e in ended.evals] == [0, 4, 8]
