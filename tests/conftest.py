@@ -40,7 +40,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The data the project ships (data/README.md: names.txt, tinyshakespeare.txt).
 DATA_DIR = REPO_ROOT / "data"
 # Backends that `./build.sh all` builds on every machine (cuda only with a CUDA toolkit).
-REQUIRED_BACKENDS = ("c", "multicore", "opencl")
+# MICROGPT_FUT_TEST_BACKENDS="cuda": the tests of those backends alone, each required (the
+# GPU run, bench/gpu/runner.py, builds one library on a machine of its own)
+ONLY = tuple(b for b in os.environ.get("MICROGPT_FUT_TEST_BACKENDS", "").split(",") if b)
+REQUIRED_BACKENDS = ONLY or ("c", "multicore", "opencl")
 
 _BUILT = built_backends()
 _BUILT_BY_PROGRAM = {p: built_backends(p) for p in PROGRAMS}
@@ -61,10 +64,13 @@ def no_cuda_reason(program: str = "microgpt") -> str:
 def need_library(backend: str, program: str = "microgpt") -> None:
     """Return if ``program``'s library for ``backend`` is built; else skip the test for
     cuda (no CUDA toolkit) and fail it for any other backend (README's test command
-    builds them all: ``./build.sh all``)."""
+    builds them all: ``./build.sh all``); with MICROGPT_FUT_TEST_BACKENDS, skip the
+    backends it leaves out."""
     if backend in _BUILT_BY_PROGRAM[program]:
         return
-    if backend == "cuda":
+    if ONLY and backend not in ONLY:
+        pytest.skip(f"MICROGPT_FUT_TEST_BACKENDS runs {', '.join(ONLY)}")
+    if backend == "cuda" and not ONLY:
         pytest.skip(no_cuda_reason(program))
     target = library_name(backend, program)
     pytest.fail(f"{target} not built (no build/{target}/_microgpt_{target}*.so): run "
@@ -75,8 +81,8 @@ def backend_params(program: str = "microgpt") -> list:
     """One pytest.param per backend; an unbuilt cuda carries a skip mark saying why (an
     unbuilt other backend fails in ``get_runtime``)."""
     return [pytest.param(b, id=b, marks=pytest.mark.skip(reason=no_cuda_reason(program)))
-            if b == "cuda" and b not in _BUILT_BY_PROGRAM[program] else pytest.param(b, id=b)
-            for b in BACKENDS]
+            if b == "cuda" and b not in _BUILT_BY_PROGRAM[program] and not ONLY
+            else pytest.param(b, id=b) for b in ONLY or BACKENDS]
 
 
 def get_runtime(backend: str, program: str = "microgpt") -> Runtime:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import reference_gpt2 as R
-from conftest import REQUIRED_BACKENDS
+from conftest import ONLY, REQUIRED_BACKENDS
 from microgpt_fut.models.gpt2 import GPT2Config, GPT2Model, Recipe
 from microgpt_fut.backend.runtime import built_backends
 
@@ -96,6 +96,8 @@ def test_gradient_by_hand_equals_vjp2s(runtime_cache):
     (futhark/gpt2_grad.fut), opencl and cuda by vjp2 of the forward (`grad_by_hand`
     in futhark/layout_cpu.fut and layout_gpu.fut): the same gradient, every tensor, on
     one batch with padded rows."""
+    if ONLY:
+        pytest.skip(f"compares two backends; MICROGPT_FUT_TEST_BACKENDS runs {', '.join(ONLY)}")
     built = built_backends("gpt2")
     by_hand = [b for b in ("c", "multicore") if b in built]
     by_vjp2 = [b for b in ("opencl", "cuda") if b in built]

@@ -229,9 +229,10 @@ def futhark_lane(run: Run, arch: str) -> None:
                          "first step (cold)")
     tests = ["tests/test_kernels.py", "tests/test_kernel_cache.py"] if arch == "microgpt" \
         else ["tests/test_gpt2.py"]
-    with gpu_held(run):
+    with gpu_held(run):  # its backend's tests alone: the machine builds no other library
         run.step(f"{target} tests", run.python("-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                               "-o", "addopts=-ra", *tests), run.caps["tests"])
+                                               "-o", "addopts=-ra", *tests), run.caps["tests"],
+                 {**run.env, "MICROGPT_FUT_TEST_BACKENDS": run.backend})
     run.worker(f"{target} first step (cached)", {"mode": "first_step", "engine": eng,
                "arch": arch, "configs": _first_config(run, arch)}, run.caps["cached"],
                state="cached")
