@@ -25,7 +25,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                       "seed_port (microgpt's job only) and/or torch "
                                       "(default: all built ones and torch)")
     p.add_argument("--steps-per-call", type=int, default=d.steps_per_call,
-                   help="K: training steps fused into one Model.train call (default %(default)s)")
+                   help="K: training steps fused into one MicrogptModel.train call "
+                        "(default %(default)s)")
     p.add_argument("--min-time", type=float, default=d.min_time,
                    help="seconds each rate is timed over, at least (default %(default)s)")
     p.add_argument("--train-budget", type=float, default=d.train_budget_s,

@@ -8,7 +8,7 @@ and run on random inputs of configuration C's and D's shapes: the linear layers
 over a batch's B*n positions at once, attention one document after another, as
 the c backend trains them. Each part's time per
 training step is set beside its FLOPs, and their sum beside a whole step timed
-through the library (microgpt_fut.Model.train, one thread).
+through the library (models.microgpt.MicrogptModel.train, one thread).
 
 Then each linear layer's three products alone (y = x·Wᵀ, dx = dy·W, dW = dyᵀ·x, through
 futhark/gemm.fut) at GPT-2's shapes: the Shakespeare recipe's (n_embd 128, B 12 x 64 =
@@ -148,13 +148,13 @@ def parts(name: str) -> list[tuple[str, str, list[str], float, float]]:
 def step_time(name: str, seconds: float) -> float:
     """Seconds per training step of configuration ``name`` through the library (c, one
     thread), random tokens with every position valid."""
-    from microgpt_fut.models.microgpt import GPTConfig, Model
+    from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
     from microgpt_fut.backend.runtime import Runtime
 
     c = CONFIGS[name]
-    cfg = GPTConfig(vocab_size=VOCAB, n_embd=c.n_embd, n_head=c.n_head, n_layer=c.n_layer,
+    cfg = MicrogptConfig(vocab_size=VOCAB, n_embd=c.n_embd, n_head=c.n_head, n_layer=c.n_layer,
                     block_size=c.block_size)
-    model = Model.init(Runtime("c", quiet=True), cfg, 42)
+    model = MicrogptModel.init(Runtime("c", quiet=True), cfg, 42)
     rng = np.random.default_rng(0)
     K = 2
     tokens = rng.integers(0, VOCAB, (K, c.batch, c.block_size + 1)).astype(np.int64)

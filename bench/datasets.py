@@ -46,8 +46,8 @@ def load_docs(kind: str, block_size: int) -> tuple[list[str], str]:
 
 def init_params(config, seed: int, std: float = 0.08) -> dict[str, np.ndarray]:
     """microgpt's initialisation N(0, std) as float32 NumPy arrays (stacked shapes of
-    ``config``, a GPTConfig), drawn with NumPy under ``seed``: the same weights go to
-    our kernels (Model.from_arrays) and to the PyTorch baseline."""
+    ``config``, a MicrogptConfig), drawn with NumPy under ``seed``: the same weights go to
+    our kernels (MicrogptModel.from_arrays) and to the PyTorch baseline."""
     rng = np.random.default_rng(seed)
     return {n: (std * rng.standard_normal(s, dtype=np.float32)).astype(np.float32)
             for n, s in config.shapes().items()}

@@ -231,9 +231,10 @@ def _phase(spec: dict, s: Settings, budget: float, result_event: str
 
 def n_params(cfg: BenchConfig, vocab_size: int) -> int:
     """Parameter count of a configuration with the given vocabulary."""
-    from microgpt_fut.models.microgpt import GPTConfig
+    from microgpt_fut.models.microgpt import MicrogptConfig
 
-    return GPTConfig(vocab_size, cfg.n_embd, cfg.n_head, cfg.n_layer, cfg.block_size).num_params()
+    return MicrogptConfig(vocab_size, cfg.n_embd, cfg.n_head, cfg.n_layer,
+                          cfg.block_size).num_params()
 
 
 def vocab_size(kind: str) -> int:

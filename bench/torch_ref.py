@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from microgpt_fut.models.gpt2 import GPT2Config, Recipe
-from microgpt_fut.models.microgpt import PARAM_NAMES, GPTConfig
+from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig
 from microgpt_fut.data.text import TextData
 from microgpt_fut.training.settings import Settings
 
@@ -52,7 +52,7 @@ def rmsnorm(x: torch.Tensor) -> torch.Tensor:
 class TorchGPT(torch.nn.Module):
     """microgpt's GPT in PyTorch with our parameter layout (see module docstring)."""
 
-    def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]):
+    def __init__(self, config: MicrogptConfig, params: dict[str, np.ndarray]):
         super().__init__()
         config.validate()
         self.config = config
@@ -112,7 +112,7 @@ class TorchTrainer:
 
     def train(self, tokens: np.ndarray, n_pos: np.ndarray) -> np.ndarray:
         """K steps, batch k from tokens [K, B, T+1], n_pos [K, B]; the K losses before
-        each update (float32), like ``Model.train``."""
+        each update (float32), like ``MicrogptModel.train``."""
         losses = []
         for k in range(tokens.shape[0]):
             for g in self.opt.param_groups:
@@ -170,7 +170,7 @@ def generate(model: TorchGPT, n: int, temperature: float, seed: int) -> np.ndarr
     All samples advance one position per step from BOS, drawing from
     softmax(logits / temperature) (``torch.multinomial``; temperature 0: argmax),
     until every sample has drawn BOS or block_size tokens; after its end a row
-    holds BOS, as our ``Model.generate`` returns.
+    holds BOS, as our ``MicrogptModel.generate`` returns.
     """
     c = model.config
     bos = c.vocab_size - 1

@@ -76,7 +76,7 @@ class FutharkEngine:
         self.kernel_cache = "off" if cache is None else ("hit" if cache.hit else "compiled")
 
     def model(self, config, params, num_steps: int, seed: int = 42, optimizer=None):
-        """A Trainee of ``config`` (GPTConfig or GPT2Config): the arrays ``params``
+        """A Trainee of ``config`` (MicrogptConfig or GPT2Config): the arrays ``params``
         (None: the family's initialisation under ``seed``), trained towards num_steps
         with ``optimizer`` (None: the family's defaults, Family.optimizer)."""
         from microgpt_fut.training.family import family_of
@@ -145,10 +145,10 @@ def make_engine(spec: dict):
 
 
 def _config(spec: dict, vocab_size: int):
-    from microgpt_fut.models.microgpt import GPTConfig
+    from microgpt_fut.models.microgpt import MicrogptConfig
 
     c = spec["config"]
-    return GPTConfig(vocab_size, c["n_embd"], c["n_head"], c["n_layer"], c["block_size"])
+    return MicrogptConfig(vocab_size, c["n_embd"], c["n_head"], c["n_layer"], c["block_size"])
 
 
 def measure_train(engine, spec: dict, ds) -> None:
@@ -271,7 +271,7 @@ def default_job(spec: dict, t_start: float) -> None:
     if spec["backend"] == "torch":
         import torch
 
-        from microgpt_fut.models.microgpt import GPTConfig
+        from microgpt_fut.models.microgpt import MicrogptConfig
 
         from .datasets import init_params
         from .torch_ref import TorchGPT, TorchTrainer
@@ -279,7 +279,7 @@ def default_job(spec: dict, t_start: float) -> None:
         torch.set_num_threads(spec.get("threads", 1))
         ctx = now() - t_start
         vocab, tokens, n_pos, prep_s = encoded()
-        config = GPTConfig(vocab.size)
+        config = MicrogptConfig(vocab.size)
 
         def run_once() -> tuple[np.ndarray, float, float]:
             t1 = now()
@@ -307,7 +307,7 @@ def default_job(spec: dict, t_start: float) -> None:
     else:
         from microgpt_fut.backend.runtime import Runtime
         from microgpt_fut.data.lines import Vocab
-        from microgpt_fut.models.microgpt import GPTConfig
+        from microgpt_fut.models.microgpt import MicrogptConfig
         from microgpt_fut.training.lines import Training
         from microgpt_fut.training.settings import Settings
 
@@ -317,7 +317,7 @@ def default_job(spec: dict, t_start: float) -> None:
 
         def run_once() -> tuple[np.ndarray, float, float]:
             t1 = now()
-            run = Training.start(rt, docs, settings, GPTConfig(Vocab.from_docs(docs).size))
+            run = Training.start(rt, docs, settings, MicrogptConfig(Vocab.from_docs(docs).size))
             run.run()
             return np.asarray(run.losses), run.seconds, now() - t1
         spk = settings.steps_per_call

@@ -54,7 +54,7 @@ def assert_one_line_error(result, *fragments: str) -> str:
 
 
 def sigint_at_step(monkeypatch, model_class, step: int) -> None:
-    """Make the device call (``model_class.train``, of Model or GPT2Model) that ends at
+    """Make the device call (``model_class.train``, of MicrogptModel or GPT2Model) that ends at
     ``step`` be followed by a real SIGINT to this process."""
     real = model_class.train
 

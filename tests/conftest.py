@@ -33,7 +33,7 @@ for _var, _sub in (("HOME", "home"), ("XDG_CACHE_HOME", "cache"), ("XDG_CONFIG_H
     (_SCRATCH / _sub).mkdir()
     os.environ[_var] = str(_SCRATCH / _sub)
 
-from microgpt_fut.models.microgpt import GPTConfig
+from microgpt_fut.models.microgpt import MicrogptConfig
 from microgpt_fut.backend.runtime import BACKENDS, PROGRAMS, Runtime, built_backends, library_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ class TinyCase:
     n_pos: int64 [B], all different, one equal to T and one shorter.
     """
 
-    config: GPTConfig
+    config: MicrogptConfig
     params: dict
     tokens: np.ndarray
     n_pos: np.ndarray
@@ -186,7 +186,7 @@ def make_tiny_case(seed: int = 0, std: float = 0.3) -> TinyCase:
     """A TinyCase from a seeded NumPy RNG (see TinyCase)."""
     from reference import random_params
 
-    cfg = GPTConfig(vocab_size=7, n_embd=8, n_head=2, n_layer=2, block_size=6, mlp_width=12)
+    cfg = MicrogptConfig(vocab_size=7, n_embd=8, n_head=2, n_layer=2, block_size=6, mlp_width=12)
     rng = np.random.default_rng(seed)
     params = random_params(cfg.shapes(), rng, std)
     T = cfg.block_size

@@ -23,7 +23,7 @@ import numpy as np
 
 from microgpt_fut.cli.commands import main
 from microgpt_fut.models.gpt2 import GPT2Model
-from microgpt_fut.models.microgpt import Model
+from microgpt_fut.models.microgpt import MicrogptModel
 from microgpt_fut.training import loop
 
 
@@ -72,7 +72,7 @@ def _inject(fault: str, call: int) -> None:
 
         cls.loss_grad = loss_grad
 
-    patch(Model)
+    patch(MicrogptModel)
     patch(GPT2Model)
     loop.stop_on_signals = _recording_stop_on_signals
 

@@ -100,7 +100,7 @@ def test_seed_port_computes_microgpts_job(need_c, need_seed_port):
     from bench.seed_port import SeedPort
     from conftest import get_runtime
     from microgpt_fut.data.lines import Vocab, shuffled
-    from microgpt_fut.models.microgpt import GPTConfig, Model
+    from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
 
     docs, _ = load_docs("names", 16)
     vocab = Vocab.from_docs(docs)
@@ -108,7 +108,7 @@ def test_seed_port_computes_microgpts_job(need_c, need_seed_port):
     S = 30
     losses = SeedPort().job(vocab.size, 42, tokens[:S], n_pos[:S])
     assert losses.shape == (S,) and losses.dtype == np.float32
-    model = Model.init(get_runtime("c"), GPTConfig(vocab.size), 42)
+    model = MicrogptModel.init(get_runtime("c"), MicrogptConfig(vocab.size), 42)
     assert losses[0] == pytest.approx(
         R.batch_loss(model.params(), tokens[:1], n_pos[:1], 4), rel=1e-5)
     ours = model.train(tokens[:S, None], n_pos[:S, None], S)

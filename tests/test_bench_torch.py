@@ -13,7 +13,7 @@ import torch
 
 from bench import torch_ref as TR
 from conftest import DATA_DIR, get_runtime, make_tiny_case
-from microgpt_fut.models.microgpt import PARAM_NAMES, GPTConfig, Model
+from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig, MicrogptModel
 
 
 def names_case(batch: int = 8, seed: int = 3):
@@ -24,7 +24,7 @@ def names_case(batch: int = 8, seed: int = 3):
     docs = read_docs(path)[:batch]
     vocab = Vocab.from_docs(read_docs(path))
     tokens, n_pos, _ = vocab.encode(docs, 16)
-    cfg = GPTConfig(vocab.size, 16, 4, 1, 16)
+    cfg = MicrogptConfig(vocab.size, 16, 4, 1, 16)
     return cfg, TR.init_params(cfg, seed), tokens, n_pos
 
 
@@ -34,7 +34,7 @@ def test_loss_matches_futhark(rt):
     tiny = make_tiny_case(0)
     for cfg, params, tokens, n_pos in ((cfg, params, tokens, n_pos),
                                        (tiny.config, tiny.params, tiny.tokens, tiny.n_pos)):
-        ours = Model.from_arrays(rt, cfg, params).loss(tokens, n_pos)
+        ours = MicrogptModel.from_arrays(rt, cfg, params).loss(tokens, n_pos)
         with torch.no_grad():
             theirs = float(TR.TorchGPT(cfg, params).loss(tokens, n_pos))
         assert abs(ours - theirs) <= 1e-4, (ours, theirs)
@@ -43,7 +43,7 @@ def test_loss_matches_futhark(rt):
 def test_gradient_matches_futhark():
     """Autograd's gradient equals our training kernel's (relative error 1e-4 per tensor)."""
     tiny = make_tiny_case(1)
-    model = Model.from_arrays(get_runtime("c"), tiny.config, tiny.params)
+    model = MicrogptModel.from_arrays(get_runtime("c"), tiny.config, tiny.params)
     _, grads = model.loss_grad(tiny.tokens, tiny.n_pos)
     tm = TR.TorchGPT(tiny.config, tiny.params)
     tm.loss(tiny.tokens, tiny.n_pos).backward()
@@ -59,12 +59,12 @@ def test_gradient_at_a_larger_shape_matches_float64_autograd(rt):
     where the kernels' vectorised loops and four-row products run: n_embd 64, 4 heads of
     16, 2 layers, block 32, 5 rows of 32, 17, 5, 30 and 1 valid positions (padding
     after them; 4-row blocks with padding rows). Relative error 1e-4 per tensor."""
-    cfg = GPTConfig(vocab_size=23, n_embd=64, n_head=4, n_layer=2, block_size=32)
+    cfg = MicrogptConfig(vocab_size=23, n_embd=64, n_head=4, n_layer=2, block_size=32)
     params = TR.init_params(cfg, 7)
     rng = np.random.default_rng(5)
     tokens = rng.integers(0, cfg.vocab_size, (5, cfg.block_size + 1)).astype(np.int64)
     n_pos = np.array([32, 17, 5, 30, 1], np.int64)
-    loss, grads = Model.from_arrays(rt, cfg, params).loss_grad(tokens, n_pos)
+    loss, grads = MicrogptModel.from_arrays(rt, cfg, params).loss_grad(tokens, n_pos)
     tm = TR.TorchGPT(cfg, params).double()
     ref = tm.loss(tokens, n_pos)
     ref.backward()
@@ -80,7 +80,7 @@ def test_adam_steps_match_futhark():
     """Five Adam steps (lr decaying to 0 at step 5): same losses and weights to 1e-4."""
     cfg, params, tokens, n_pos = names_case(batch=20)
     tokens, n_pos = tokens.reshape(5, 4, -1), n_pos.reshape(5, 4)
-    model = Model.from_arrays(get_runtime("c"), cfg, params)
+    model = MicrogptModel.from_arrays(get_runtime("c"), cfg, params)
     ours = model.train(tokens, n_pos, 5)
     tm = TR.TorchGPT(cfg, params)
     theirs = TR.TorchTrainer(tm, 5).train(tokens, n_pos)
@@ -93,9 +93,9 @@ def test_adam_steps_match_futhark():
 def test_kv_cache_and_greedy_sampling_match():
     """The sampler's KV-cache logits equal the training forward's and ours; greedy
     samples (temperature 0) equal ours token for token."""
-    cfg = GPTConfig(vocab_size=9, n_embd=16, n_head=4, n_layer=2, block_size=8)
+    cfg = MicrogptConfig(vocab_size=9, n_embd=16, n_head=4, n_layer=2, block_size=8)
     params = TR.init_params(cfg, 5, std=0.3)
-    model = Model.from_arrays(get_runtime("c"), cfg, params)
+    model = MicrogptModel.from_arrays(get_runtime("c"), cfg, params)
     tm = TR.TorchGPT(cfg, params)
     seq = np.array([8, 1, 2, 3, 4, 5, 6, 7], np.int64)
     cached = TR.logits_cached(tm, seq)
@@ -110,7 +110,7 @@ def test_kv_cache_and_greedy_sampling_match():
 
 def test_sampling_rows_end_with_bos():
     """Temperature sampling: rows of vocabulary tokens, BOS from a sample's end on."""
-    cfg = GPTConfig(vocab_size=6, n_embd=8, n_head=2, n_layer=1, block_size=10)
+    cfg = MicrogptConfig(vocab_size=6, n_embd=8, n_head=2, n_layer=1, block_size=10)
     out = TR.generate(TR.TorchGPT(cfg, TR.init_params(cfg, 0, std=0.5)), 50, 0.5, seed=1)
     assert out.shape == (50, 10) and out.min() >= 0 and out.max() <= 5
     for row in out:

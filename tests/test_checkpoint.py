@@ -11,9 +11,9 @@ from safetensors.numpy import load_file, save_file
 
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training.checkpoint import Checkpoint, CheckpointError
-from microgpt_fut.models.microgpt import PARAM_NAMES, GPTConfig
+from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig
 
-CONFIG = GPTConfig(vocab_size=6, n_embd=8, n_head=2, n_layer=2, block_size=5, mlp_width=12)
+CONFIG = MicrogptConfig(vocab_size=6, n_embd=8, n_head=2, n_layer=2, block_size=5, mlp_width=12)
 VOCAB = ["a", "b", "c", "d", "e"]
 TRAIN = {"num_steps": 1000, "lr": 0.01, "beta1": 0.85, "beta2": 0.99, "eps": 1e-8, "seed": 42,
          "batch_size": 3, "data": "names.txt: 5 documents"}

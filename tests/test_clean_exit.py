@@ -93,10 +93,10 @@ def test_values_left_in_a_cycle_at_exit_are_freed_quietly(tmp_path):
     need_backend("c")
     code = textwrap.dedent("""
         from microgpt_fut.backend.runtime import Runtime
-        from microgpt_fut.models.microgpt import GPTConfig, Model
+        from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
         import numpy as np
         rt = Runtime("c", quiet=True)
-        models = [Model.init(rt, GPTConfig(27, 32, 4, 2, 16), s) for s in range(4)]
+        models = [MicrogptModel.init(rt, MicrogptConfig(27, 32, 4, 2, 16), s) for s in range(4)]
         toks = np.zeros((4, 3, 17), np.int64); n_pos = np.full((4, 3), 16)
         for m in models:
             m.train(toks, n_pos, 10)
@@ -133,17 +133,18 @@ def test_close_frees_values_before_the_context():
 def test_runtime_close_ends_its_values():
     """A closed Runtime refuses entry points with one line; a fresh one works."""
     need_backend("c")
-    from microgpt_fut.models.microgpt import GPTConfig, Model
+    from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
     from microgpt_fut.backend.runtime import Runtime
 
     rt = Runtime("c", quiet=True)
-    model = Model.init(rt, GPTConfig(5, 8, 2, 1, 4), 0)
+    model = MicrogptModel.init(rt, MicrogptConfig(5, 8, 2, 1, 4), 0)
     assert model.step() == 0
     rt.close()
     assert rt.closed
     with pytest.raises(RuntimeError, match="closed"):
         model.step()
-    assert Model.init(Runtime("c", quiet=True), GPTConfig(5, 8, 2, 1, 4), 0).step() == 0
+    assert MicrogptModel.init(Runtime("c", quiet=True), MicrogptConfig(5, 8, 2, 1, 4),
+                              0).step() == 0
 
 
 CTRL_C_WHILE_IMPORTING = textwrap.dedent("""

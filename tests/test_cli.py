@@ -13,7 +13,7 @@ from cli_helpers import (NAMES_TXT, assert_one_line_error, broken_checkpoints, n
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import Vocab, read_docs
-from microgpt_fut.models.microgpt import GPTConfig, Model
+from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
 from microgpt_fut.backend.runtime import Runtime
 from microgpt_fut.training.lines import Training
 from microgpt_fut.training.sampling import iter_names
@@ -87,7 +87,7 @@ def test_round_trip_in_memory_model(tmp_path):
     docs = read_docs(small_data(tmp_path))
     rt = Runtime("c")
     res = Training.start(rt, docs, Settings(num_steps=20, steps_per_call=6, batch_size=3),
-                         GPTConfig(Vocab.from_docs(docs).size, n_layer=2, block_size=8))
+                         MicrogptConfig(Vocab.from_docs(docs).size, n_layer=2, block_size=8))
     res.run()
     path = tmp_path / "r.safetensors"
     ckpt.save(path, res.checkpoint())
@@ -96,7 +96,7 @@ def test_round_trip_in_memory_model(tmp_path):
     for name in params:
         assert np.array_equal(ck.params[name], params[name]), name
         assert np.array_equal(ck.m[name], m[name]) and np.array_equal(ck.v[name], v[name])
-    loaded = Model.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
+    loaded = MicrogptModel.from_arrays(rt, ck.config, ck.params, ck.m, ck.v, ck.step)
     assert loaded.step() == res.model.step() == 20
     for name, arr in loaded.params().items():
         assert np.array_equal(arr, params[name])
@@ -264,7 +264,7 @@ def test_microgpt_job_end_to_end():
     docs = read_docs(NAMES_TXT)
     rt = Runtime("c")
     t0 = time.perf_counter()
-    res = Training.start(rt, docs, Settings(), GPTConfig(Vocab.from_docs(docs).size))
+    res = Training.start(rt, docs, Settings(), MicrogptConfig(Vocab.from_docs(docs).size))
     res.run()
     elapsed = time.perf_counter() - t0
     assert res.losses.shape == (1000,) and np.all(np.isfinite(res.losses))

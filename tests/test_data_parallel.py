@@ -1,7 +1,7 @@
 """--threads: a batch split over several c contexts trains like the whole batch on one.
 
 The references are the single-context kernels: the gradient of the whole batch
-from ``Model.loss_grad`` and the Adam step of ``Model.train`` (train.fut), against
+from ``MicrogptModel.loss_grad`` and the Adam step of ``MicrogptModel.train`` (train.fut), against
 the shards' weighted gradients and the host's NumPy Adam.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from cli_helpers import assert_one_line_error, diverge, need_backend, small_data
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import load_data
 from microgpt_fut.parallel.host_state import DataParallelModel, runtimes, shard_rows
-from microgpt_fut.models.microgpt import Model
+from microgpt_fut.models.microgpt import MicrogptModel
 from microgpt_fut.training.lines import Training
 from microgpt_fut.training.family import Adam
 from microgpt_fut.training.settings import Settings
@@ -46,7 +46,7 @@ def test_shard_rows_cover_the_batch_evenly(batch, threads):
 def test_sharded_gradient_is_the_whole_batch_gradient(rts, tiny):
     """Rows of 6, 3 and 1 valid positions on 2 and 3 threads: the shards' gradients,
     weighted by their positions, equal the gradient of the mean over all positions."""
-    whole = Model.from_arrays(rts[0], tiny.config, tiny.params)
+    whole = MicrogptModel.from_arrays(rts[0], tiny.config, tiny.params)
     loss, grad = whole.loss_grad(tiny.tokens, tiny.n_pos)
     for n in (2, 3):
         dp = DataParallelModel.from_arrays(rts[:n], tiny.config, tiny.params)
@@ -60,7 +60,7 @@ def test_sharded_adam_steps_equal_the_kernels(rts, tiny):
     """Three steps on 3 threads (host Adam) against three steps of the train kernel."""
     tokens = np.stack([tiny.tokens, tiny.tokens[::-1], tiny.tokens])
     n_pos = np.stack([tiny.n_pos, tiny.n_pos[::-1], tiny.n_pos])
-    ref = Model.from_arrays(rts[0], tiny.config, tiny.params)
+    ref = MicrogptModel.from_arrays(rts[0], tiny.config, tiny.params)
     ref_losses = ref.train(tokens, n_pos, num_steps=10, lr=0.05)
     dp = DataParallelModel.from_arrays(rts, tiny.config, tiny.params)
     losses = dp.train(tokens, n_pos, num_steps=10, lr=0.05)
@@ -74,16 +74,16 @@ def test_sharded_adam_steps_equal_the_kernels(rts, tiny):
     # sampling split over the 3 contexts: the single context's samples, row for row
     for n, first in ((7, 0), (2, 5), (0, 0)):
         np.testing.assert_array_equal(dp.generate(11, n, 0.8, first),
-                                      Model.from_arrays(rts[0], tiny.config, dp.params())
+                                      MicrogptModel.from_arrays(rts[0], tiny.config, dp.params())
                                       .generate(11, n, 0.8, first))
 
 
 def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):
     """Two 2-thread runs are bit-identical, and so is one resumed at step 6."""
     docs, info = load_data(small_data(tmp_path, 40))
-    from microgpt_fut.models.microgpt import GPTConfig
+    from microgpt_fut.models.microgpt import MicrogptConfig
 
-    config = GPTConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
+    config = MicrogptConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
     settings = Settings(num_steps=12, batch_size=5, steps_per_call=4, threads=2)
     runs = []
     for _ in range(2):
@@ -101,7 +101,7 @@ def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):
         assert np.array_equal(resumed.model.params()[name], p), name
     assert isinstance(a.model, DataParallelModel)
     one_row = Training.start(rts[0], docs, Settings(num_steps=2, threads=3), config, info)
-    assert isinstance(one_row.model, Model)
+    assert isinstance(one_row.model, MicrogptModel)
     # and its losses are one context's, to float32 rounding
     single = Training.start(rts[0], docs, Settings(num_steps=12, batch_size=5), config,
                             info)
@@ -174,9 +174,9 @@ def test_divergence_on_threads_names_the_first_bad_step(rts, tmp_path):
     """lr 1e30 on 2 threads: the same first bad step whether the calls fuse 1 or 5 steps,
     and the run is left at the last good state (finite, step = bad step - 1)."""
     docs, info = load_data(small_data(tmp_path, 40))
-    from microgpt_fut.models.microgpt import GPTConfig
+    from microgpt_fut.models.microgpt import MicrogptConfig
 
-    config = GPTConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
+    config = MicrogptConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
     bad = [diverge(Training.start(rts[0], docs,
                                   Settings(num_steps=20, batch_size=4, optimizer=Adam(lr=1e30),
                                                 steps_per_call=k, threads=2), config, info))

@@ -353,12 +353,12 @@ def test_report_files(tmp_path):
 
 def test_peak_memory_counts_a_model():
     """Runtime.peak_memory (Futhark's count of live arrays) sees a model's state."""
-    from microgpt_fut.models.microgpt import GPTConfig, Model
+    from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
 
     rt = get_runtime("c")
     rt.reset_peak_memory()
     before = rt.peak_memory()
-    cfg = GPTConfig(30, 64, 4, 2, 16)
-    m = Model.init(rt, cfg, 0)
+    cfg = MicrogptConfig(30, 64, 4, 2, 16)
+    m = MicrogptModel.init(rt, cfg, 0)
     m.step()
     assert rt.peak_memory() - before >= 3 * 4 * cfg.num_params()  # params, m, v

@@ -261,9 +261,9 @@ def test_export_refusals_and_overwrite(tmp_path):
     with pytest.raises(hf.HFError) as e:
         hf.export_folder(ck, tmp_path / "file")
     assert "is a file" in _one_line(e)
-    from microgpt_fut.models.microgpt import GPTConfig
+    from microgpt_fut.models.microgpt import MicrogptConfig
 
-    cfg = GPTConfig(vocab_size=3)
+    cfg = MicrogptConfig(vocab_size=3)
     micro = ckpt.Checkpoint(cfg, ["a", "b"], {n: np.zeros(s, np.float32)
                                                for n, s in cfg.shapes().items()})
     with pytest.raises(hf.HFError) as e:

@@ -11,7 +11,7 @@ from conftest import get_runtime
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import Vocab, batch_indices, load_data, shuffled
-from microgpt_fut.models.microgpt import Model
+from microgpt_fut.models.microgpt import MicrogptModel
 
 
 def run(*args):
@@ -58,7 +58,7 @@ def test_starts_from_the_weights_with_fresh_moments(base, tmp_path):
     order = shuffled(docs, 42)  # the run's document order (default --seed 42)
     rows = batch_indices(0, 1, 8, len(docs))[0]
     order_tokens, order_pos, _ = Vocab(tuple(b.vocab)).encode(order, b.config.block_size)
-    loss, g = Model.from_arrays(rt, b.config, b.params).loss_grad(order_tokens[rows],
+    loss, g = MicrogptModel.from_arrays(rt, b.config, b.params).loss_grad(order_tokens[rows],
                                                                   order_pos[rows])
     assert t.losses[0] == pytest.approx(loss, rel=1e-6)
     for name in g:
@@ -107,7 +107,7 @@ def test_a_smaller_block_size_crops_the_positions_on_lines_too(base, tmp_path):
     import dataclasses
     short = dataclasses.replace(b.config, block_size=8)
     params = {**b.params, "wpe": b.params["wpe"][:8]}
-    loss, _ = Model.from_arrays(get_runtime("c"), short, params).loss_grad(tokens[rows],
+    loss, _ = MicrogptModel.from_arrays(get_runtime("c"), short, params).loss_grad(tokens[rows],
                                                                            n_pos[rows])
     assert t.losses[0] == pytest.approx(loss, rel=1e-6)
 

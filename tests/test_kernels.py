@@ -9,7 +9,7 @@ import pytest
 
 import reference as R
 from conftest import DATA_DIR, REQUIRED_BACKENDS, get_runtime
-from microgpt_fut.models.microgpt import PARAM_NAMES, GPTConfig, Model
+from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig, MicrogptModel
 
 
 def rel_err(a, b) -> float:
@@ -34,7 +34,7 @@ def test_ci_has_all_default_backends(built):
 
 def test_loss_matches_reference(rt, tiny):
     """Batch loss (rows with n_pos 6, 3, 1 and random padding) equals the float64 reference."""
-    model = Model.from_arrays(rt, tiny.config, tiny.params)
+    model = MicrogptModel.from_arrays(rt, tiny.config, tiny.params)
     ref = R.batch_loss(tiny.params, tiny.tokens, tiny.n_pos, tiny.config.n_head)
     assert model.loss(tiny.tokens, tiny.n_pos) == pytest.approx(ref, rel=1e-4)
     loss, _ = model.loss_grad(tiny.tokens, tiny.n_pos)
@@ -67,11 +67,11 @@ def test_gradients_match_finite_differences(rt, tiny, fd_case):
     elements) vs float64 central differences.
 
     ||g - g_fd|| / ||g_fd|| < 1e-4 per tensor (f32 kernels reach ~2e-7 here); a gradient
-    1% off gives 1e-2, a zero one 1. (Model.loss_grad reads the gradient out of the
+    1% off gives 1e-2, a zero one 1. (MicrogptModel.loss_grad reads the gradient out of the
     train kernel, so this checks the gradient that training uses.)
     """
     tokens, n_pos, fd_grads = fd_case
-    model = Model.from_arrays(rt, tiny.config, tiny.params)
+    model = MicrogptModel.from_arrays(rt, tiny.config, tiny.params)
     loss, grads = model.loss_grad(tokens, n_pos)
     ref = R.batch_loss(tiny.params, tokens, n_pos, tiny.config.n_head)
     assert loss == pytest.approx(ref, rel=1e-4)
@@ -92,7 +92,7 @@ def test_one_adam_step_matches_numpy(rt, tiny):
     v0 = {n: rng.uniform(1e-5, 1e-3, s).astype(np.float32) for n, s in cfg.shapes().items()}
     hyper = dict(lr=0.02, beta1=0.8, beta2=0.95, eps=1e-7)
     num_steps, step = 10, 3
-    model = Model.from_arrays(rt, cfg, tiny.params, m0, v0, step=step)
+    model = MicrogptModel.from_arrays(rt, cfg, tiny.params, m0, v0, step=step)
     loss, grads = model.loss_grad(tiny.tokens, tiny.n_pos)
     losses = model.train(tiny.tokens[None], tiny.n_pos[None], num_steps, **hyper)
     assert losses.shape == (1,)
@@ -117,7 +117,7 @@ def test_logits_seq_matches_cached_and_reference(rt, tiny):
     """Position-parallel logits == KV-cache logits == float64 reference, at every position."""
     T = tiny.config.block_size
     toks = tiny.tokens[:, :T]
-    model = Model.from_arrays(rt, tiny.config, tiny.params)
+    model = MicrogptModel.from_arrays(rt, tiny.config, tiny.params)
     seq = model.logits_seq(toks)
     assert seq.shape == (len(toks), T, tiny.config.vocab_size)
     for b in range(len(toks)):
@@ -141,9 +141,9 @@ def test_k_steps_in_one_call_equal_k_calls(rt, tiny):
     rng = np.random.default_rng(5)
     tokens = rng.integers(0, cfg.vocab_size, size=(K, B, cfg.block_size + 1), dtype=np.int64)
     n_pos = rng.integers(1, cfg.block_size + 1, size=(K, B), dtype=np.int64)
-    once = Model.from_arrays(rt, cfg, tiny.params)
+    once = MicrogptModel.from_arrays(rt, cfg, tiny.params)
     losses_once = once.train(tokens, n_pos, num_steps=8)
-    stepwise = Model.from_arrays(rt, cfg, tiny.params)
+    stepwise = MicrogptModel.from_arrays(rt, cfg, tiny.params)
     losses_steps = []
     for k in range(K):
         before = stepwise.params()
@@ -163,7 +163,7 @@ def test_k_steps_in_one_call_equal_k_calls(rt, tiny):
 
 # ------------------------------------------------------------ real data, backends agree
 
-NAMES_CFG = GPTConfig(vocab_size=27, n_embd=16, n_head=4, n_layer=1, block_size=16)
+NAMES_CFG = MicrogptConfig(vocab_size=27, n_embd=16, n_head=4, n_layer=1, block_size=16)
 N_STEPS, NAMES_B = 20, 4
 
 
@@ -180,12 +180,12 @@ def names_batches():
 
 
 def train_names(backend: str, batches) -> tuple[np.ndarray, dict, dict]:
-    """20 steps from Model.init(seed 42) in two calls of 10.
+    """20 steps from MicrogptModel.init(seed 42) in two calls of 10.
 
     Returns (losses float32 [20], initial params, final params).
     """
     tokens, n_pos = batches
-    model = Model.init(get_runtime(backend), NAMES_CFG, seed=42)
+    model = MicrogptModel.init(get_runtime(backend), NAMES_CFG, seed=42)
     init = model.params()
     losses = np.concatenate([model.train(tokens[:10], n_pos[:10], N_STEPS),
                              model.train(tokens[10:], n_pos[10:], N_STEPS)])
@@ -218,7 +218,7 @@ def test_backends_agree_on_20_step_trajectory(backend, names_batches, c_trajecto
     # microgpt's init gives near-uniform predictions; 20 Adam steps lower the loss
     assert abs(losses[0] - np.log(27)) < 0.2
     assert losses[-5:].mean() < losses[:5].mean() - 0.2
-    model = Model.from_arrays(get_runtime(backend), NAMES_CFG, final)
+    model = MicrogptModel.from_arrays(get_runtime(backend), NAMES_CFG, final)
     assert model.loss(tokens[-1], n_pos[-1]) == pytest.approx(
         R.batch_loss(final, tokens[-1], n_pos[-1], NAMES_CFG.n_head), rel=1e-4)
     if backend != "c":
@@ -244,7 +244,7 @@ def test_opencl_losses_are_fresh(tiny):
     n_pos = rng.integers(1, cfg.block_size + 1, size=(K, 3), dtype=np.int64)
     out = {}
     for b in ("opencl", "c"):
-        model = Model.from_arrays(get_runtime(b), cfg, tiny.params)
+        model = MicrogptModel.from_arrays(get_runtime(b), cfg, tiny.params)
         per_call = [model.train(tokens[k:k + 1], n_pos[k:k + 1], 2 * K)[0] for k in range(4)]
         batched = model.train(tokens[4:], n_pos[4:], 2 * K)
         out[b] = np.concatenate([per_call, batched])
@@ -252,7 +252,7 @@ def test_opencl_losses_are_fresh(tiny):
     assert np.all(np.diff(out["opencl"]) != 0), f"opencl losses repeat: {out['opencl']}"
     np.testing.assert_allclose(out["opencl"], out["c"], rtol=1e-5)
     # loss() on alternating batches: each answer is its own batch's
-    model = Model.from_arrays(get_runtime("opencl"), cfg, tiny.params)
+    model = MicrogptModel.from_arrays(get_runtime("opencl"), cfg, tiny.params)
     for k in (0, 1, 0, 2):
         ref = R.batch_loss(tiny.params, tokens[k], n_pos[k], cfg.n_head)
         assert model.loss(tokens[k], n_pos[k]) == pytest.approx(ref, rel=1e-4), f"batch {k}"
@@ -264,7 +264,7 @@ def test_generate_shape_range_padding_and_seeds(rt, tiny):
     """Rows of block_size tokens in [0, V), BOS-padded after the first BOS; seeds reproduce."""
     cfg = tiny.config
     bos = cfg.vocab_size - 1
-    model = Model.from_arrays(rt, cfg, tiny.params)
+    model = MicrogptModel.from_arrays(rt, cfg, tiny.params)
     s = model.generate(seed=5, n=40, temperature=1.0)
     assert s.shape == (40, cfg.block_size) and s.dtype == np.int64
     assert s.min() >= 0 and s.max() < cfg.vocab_size
@@ -291,7 +291,7 @@ def test_generate_greedy_matches_reference(rt, tiny, seed):
     params = R.random_params(cfg.shapes(), np.random.default_rng(seed))
     expected, margins = R.greedy_decode(params, cfg.n_head, cfg.block_size)
     assert margins.min() > 1e-3, "test model has a near-tie; choose another seed"
-    model = Model.from_arrays(rt, cfg, params)
+    model = MicrogptModel.from_arrays(rt, cfg, params)
     got = model.generate(seed=99, n=3, temperature=0.0)
     for row in got:
         np.testing.assert_array_equal(row, expected)
@@ -307,7 +307,7 @@ def test_generate_first_token_frequencies(rt, tiny, temperature):
     # the check must tell temperature apart from no temperature
     assert np.abs(R.softmax(logits) - expected).max() > 0.08
     n = 4000
-    model = Model.from_arrays(rt, cfg, params)
+    model = MicrogptModel.from_arrays(rt, cfg, params)
     first = model.generate(seed=3, n=n, temperature=temperature)[:, 0]
     freq = np.bincount(first, minlength=cfg.vocab_size) / n
     assert np.abs(freq - expected).max() < 0.03, \
@@ -338,7 +338,7 @@ def test_generate_prompts_greedy_matches_reference(rt, tiny, seed):
         new, margins = R.greedy_continue(params, cfg.n_head, cfg.block_size, p, max_new)
         assert margins.min() > 1e-3, "test model has a near-tie; choose another seed"
         expected.append(new)
-    model = Model.from_arrays(rt, cfg, params)
+    model = MicrogptModel.from_arrays(rt, cfg, params)
     got = model.generate_prompts(seed=7, temperature=0.0, top_k=0, prompts=CONT_PROMPTS,
                                  max_new=max_new)
     np.testing.assert_array_equal(got, np.array(expected))
@@ -362,7 +362,7 @@ def test_generate_prompts_first_token_frequencies(rt, tiny, temperature, top_k):
     expected = R.softmax(z)
     assert np.abs(R.softmax(R.forward(params, prompt, cfg.n_head)[-1]) - expected).max() > 0.08
     n = 4000
-    model = Model.from_arrays(rt, cfg, params)
+    model = MicrogptModel.from_arrays(rt, cfg, params)
     first = model.generate_prompts(3, temperature, top_k, [prompt] * n, 1)[:, 0]
     freq = np.bincount(first, minlength=cfg.vocab_size) / n
     assert np.all(freq[expected == 0] == 0), f"top-k kept {freq.round(3)}"
@@ -378,8 +378,8 @@ def test_generate_prompts_rows_do_not_depend_on_the_batch(rt, tiny):
     """Row i of a batch is sample first+i: the same tokens whether the prompts come
     together, one per call, or in another split; another seed draws others."""
     cfg = tiny.config
-    model = Model.from_arrays(rt, cfg, R.random_params(cfg.shapes(), np.random.default_rng(5),
-                                                       std=0.5))
+    params = R.random_params(cfg.shapes(), np.random.default_rng(5), std=0.5)
+    model = MicrogptModel.from_arrays(rt, cfg, params)
     whole = model.generate_prompts(11, 1.0, 0, CONT_PROMPTS, 8, first=2)
     for i, p in enumerate(CONT_PROMPTS):
         np.testing.assert_array_equal(model.generate_prompts(11, 1.0, 0, [p], 8, first=2 + i)[0],

@@ -10,7 +10,7 @@ import pytest
 from cli_helpers import need_backend
 from conftest import DATA_DIR
 from microgpt_fut.training import memory
-from microgpt_fut.models.microgpt import GPTConfig
+from microgpt_fut.models.microgpt import MicrogptConfig
 
 SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
 
@@ -69,7 +69,7 @@ def test_estimate_covers_the_measured_peak():
     code = """
 import sys
 from microgpt_fut.backend.runtime import Runtime
-from microgpt_fut.models.microgpt import GPTConfig
+from microgpt_fut.models.microgpt import MicrogptConfig
 from microgpt_fut.data.lines import load_data
 from microgpt_fut.training.lines import Training
 from microgpt_fut.training.settings import Settings
@@ -77,7 +77,8 @@ from microgpt_fut.training import checkpoint as ckpt
 rt = Runtime("c", None, quiet=True)
 docs, info = load_data(None)
 C = int(sys.argv[1])
-t = Training.start(rt, docs, Settings(num_steps=2, batch_size=8), GPTConfig(27, C, 4, 2, 16), info)
+t = Training.start(rt, docs, Settings(num_steps=2, batch_size=8),
+                   MicrogptConfig(27, C, 4, 2, 16), info)
 t.run()
 ckpt.save(sys.argv[2], t.checkpoint())
 # VmHWM: this process's peak (ru_maxrss would include the parent's at fork time)
@@ -89,7 +90,7 @@ print(int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
         peak = {C: int(subprocess.run([sys.executable, "-c", code, str(C), f"{d}/m.safetensors"],
                                       capture_output=True, text=True, check=True).stdout)
                 for C in (16, 256)}
-    config = GPTConfig(27, 256, 4, 2, 16)
+    config = MicrogptConfig(27, 256, 4, 2, 16)
     need = memory.training_need(config, "c", 8, 50, 5163 * 17)
     used = peak[256] - peak[16]
     assert used <= need.total <= 3 * used, (used, need)
@@ -139,7 +140,7 @@ def test_batch_and_threads_count_where_they_are_held():
     for backend in ("c", "multicore", "opencl"):
         g32, g128 = (memory.training_need(gpt2, backend, b, 1, 0) for b in (32, 128))
         assert g128.activations == 4 * g32.activations and g128.tokens > g32.tokens
-    config = GPTConfig(27, 64, 4, 2, 32)
+    config = MicrogptConfig(27, 64, 4, 2, 32)
     m32, m128 = (memory.training_need(config, "c", b, 1, 0) for b in (32, 128))
     assert m128.activations == 4 * m32.activations
     assert memory.training_need(config, "c", 32, 1, 0, contexts=2).state > m32.state

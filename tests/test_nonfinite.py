@@ -27,7 +27,7 @@ from cli_helpers import assert_one_line_error, need_backend, shakespeare_file, s
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.models.gpt2 import GPT2Model
-from microgpt_fut.models.microgpt import Model
+from microgpt_fut.models.microgpt import MicrogptModel
 
 SIZES = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16"]
 
@@ -49,7 +49,7 @@ def text_args(text_file, out, *extra):
 
 def infinite_lr_from(monkeypatch, cls, step: int) -> None:
     """Make update ``step`` (1-based) and every later one of ``cls.train`` (GPT2Model or
-    Model) use an infinite learning rate, whatever the calls' sizes: the weights become
+    MicrogptModel) use an infinite learning rate, whatever the calls' sizes: the weights become
     infinite or NaN in that update, while its loss (computed before) stays finite."""
     real = cls.train
 
@@ -121,7 +121,7 @@ def test_a_break_in_the_last_step_is_not_saved_microgpt(tmp_path, monkeypatch):
     """microgpt's runs follow the same rule: update 30 of 30 breaks the weights; the
     error names it and --out keeps step 20 (--save-every 10)."""
     need_backend("c")
-    infinite_lr_from(monkeypatch, Model, 30)
+    infinite_lr_from(monkeypatch, MicrogptModel, 30)
     out = tmp_path / "m.safetensors"
     r = run_cli("train", "--data", small_data(tmp_path, 50), "--steps", 30, "--save-every", 10,
                 "--steps-per-call", 4, "--samples", 0, "--out", out)
@@ -236,7 +236,7 @@ def test_export_folder_refuses_non_finite_weights(text_checkpoint, tmp_path):
 
 @pytest.mark.parametrize("where", ["params", "m", "v", "none"])
 def test_the_device_counts_non_finite_values_without_a_host_copy(backend, tiny, where):
-    """Model.finite is one reduction on the device (entry nonfinite_count), checked here
+    """MicrogptModel.finite is one reduction on the device (entry nonfinite_count), checked here
     against NumPy's count of NaN and infinities in the same arrays, on every backend;
     values near float32's largest are finite (a sum of squares would overflow)."""
     from conftest import get_runtime
@@ -249,7 +249,7 @@ def test_the_device_counts_non_finite_values_without_a_host_copy(backend, tiny, 
     if where != "none":
         arrays = groups[where]
         arrays["wte"][0, 1], arrays["lm_head"][2, 0] = np.nan, -np.inf
-    model = Model.from_arrays(rt, tiny.config, params, m, v)
+    model = MicrogptModel.from_arrays(rt, tiny.config, params, m, v)
     want = sum(int((~np.isfinite(a)).sum()) for g in groups.values() for a in g.values())
     got = float(rt.numpy(rt.entry("nonfinite_count", model.state))[0])
     assert got == want == (0 if where == "none" else 2)
@@ -260,11 +260,11 @@ def test_the_device_counts_non_finite_values_without_a_host_copy(backend, tiny, 
 def test_a_broken_update_ends_the_run_at_its_own_call(arch, text_file, tmp_path, monkeypatch):
     """Update 8, the last of the call of steps 5-8 (--steps-per-call 4), breaks the
     weights while its loss stays finite. That call ends the run, because the weights are
-    checked after every call (Model.finite): no call starts at step 8 or later, so none
+    checked after every call (MicrogptModel.finite): no call starts at step 8 or later, so none
     trains on the broken weights (the next call's NaN losses would otherwise be the
     first sign)."""
     need_backend("c")
-    cls = GPT2Model if arch == "gpt2" else Model
+    cls = GPT2Model if arch == "gpt2" else MicrogptModel
     infinite_lr_from(monkeypatch, cls, 8)
     starts, patched = [], cls.train
 

@@ -25,7 +25,7 @@ from safetensors.numpy import load_file, save_file
 from cli_helpers import need_backend, sigint_at_step
 from microgpt_fut.cli.commands import main
 from microgpt_fut.models.gpt2 import GPT2Model
-from microgpt_fut.models.microgpt import Model
+from microgpt_fut.models.microgpt import MicrogptModel
 from microgpt_fut.training import checkpoint as ckpt
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -78,7 +78,7 @@ def test_an_old_checkpoint_continues_as_todays_checkpoint_does(commit, kind, tmp
     # today's code, on this machine, running the fixtures' command up to the same save
     today = tmp_path / "today.safetensors"
     with monkeypatch.context() as m:
-        sigint_at_step(m, Model if kind == "lines" else GPT2Model, 4)
+        sigint_at_step(m, MicrogptModel if kind == "lines" else GPT2Model, 4)
         r = run("train", "--data", OLD / data, *SIZES, *options, "--out", today)
     assert r.exit_code == 130, r.output
     now = ckpt.load(today)

@@ -122,10 +122,10 @@ def test_gradient_does_not_depend_on_heap_history(n_embd, batch):
     fresh memory, later ones reuse Futhark's free list), give one gradient, bit for bit."""
     need_backend("c")
     from conftest import get_runtime
-    from microgpt_fut.models.microgpt import GPTConfig, Model
+    from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
 
     rt = get_runtime("c")
-    model = Model.init(rt, GPTConfig(27, n_embd, 4, 1, 16), 7)
+    model = MicrogptModel.init(rt, MicrogptConfig(27, n_embd, 4, 1, 16), 7)
     rng = np.random.default_rng(n_embd * 100 + batch)
     tokens = rng.integers(0, 27, size=(batch, 17))
     n_pos = rng.integers(3, 17, size=batch)

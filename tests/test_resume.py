@@ -28,7 +28,7 @@ from cli_helpers import (assert_one_line_error, broken_checkpoints, diverge, nee
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import batch_indices, load_data
-from microgpt_fut.models.microgpt import GPTConfig, Model
+from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
 from microgpt_fut.training.lines import Training
 from microgpt_fut.training.family import Adam
 from microgpt_fut.training.settings import Settings
@@ -64,7 +64,7 @@ def state(t: Training) -> dict[str, np.ndarray]:
 
 def straight(rt, folder: Path, k: int = 50) -> dict[str, np.ndarray]:
     docs, info = load_data(seven(folder))
-    config = GPTConfig(len(set("".join(docs))) + 1)
+    config = MicrogptConfig(len(set("".join(docs))) + 1)
     t = Training.start(rt, docs, settings(k), config, info)
     t.run()
     return state(t)
@@ -86,7 +86,7 @@ def test_step_26_crosses_the_end_of_an_epoch():
 def test_resume_is_bit_identical(rt, tmp_path):
     """60 straight == 25 + save + load + 35, fused as K=50 (25 then 35 in one call each)."""
     docs, info = load_data(seven(tmp_path))
-    config = GPTConfig(len(set("".join(docs))) + 1)
+    config = MicrogptConfig(len(set("".join(docs))) + 1)
     ref = straight(rt, tmp_path)
     # only c promises the same bits run to run: two equal multicore runs are luck, and
     # a resumed one need not share it (dynamic scheduling): RESUME_ATOL there
@@ -144,7 +144,7 @@ def test_cli_interrupt_and_resume_equal_straight_run(tmp_path, monkeypatch):
 
     part = tmp_path / "part.safetensors"
     with monkeypatch.context() as m:
-        sigint_at_step(m, Model, 25)
+        sigint_at_step(m, MicrogptModel, 25)
         r = run("train", *common, "--steps-per-call", 5, "--out", part)
     assert r.exit_code == 130, r.output
     assert f"saved the checkpoint of step 25 of 60 to {str(part)!r}" in r.stderr
@@ -168,7 +168,7 @@ def test_resume_with_explicit_out_keeps_the_checkpoint(tmp_path, monkeypatch):
     data = seven(tmp_path)
     part = tmp_path / "part.safetensors"
     with monkeypatch.context() as m:
-        sigint_at_step(m, Model, 10)
+        sigint_at_step(m, MicrogptModel, 10)
         r = run("train", "--data", data, "--steps", 20, "--steps-per-call", 5, "--out", part)
     assert r.exit_code == 130, r.output
     before = part.read_bytes()
@@ -226,7 +226,7 @@ def test_huge_step_count_costs_nothing_up_front(tmp_path):
 
     docs, info = load_data(seven(tmp_path))
     t = Training.start(get_runtime("c"), docs, Settings(num_steps=10**12, steps_per_call=4),
-                       GPTConfig(len(set("".join(docs))) + 1), info)
+                       MicrogptConfig(len(set("".join(docs))) + 1), info)
     t.run(until=10)
     ck = t.checkpoint()
     assert ck.step == 10 and ck.losses.shape == (10,) and ck.train["num_steps"] == 10**12
@@ -256,7 +256,7 @@ def test_training_left_at_last_good_step(tmp_path):
 
     rt = get_runtime("c")
     docs, info = load_data(seven(tmp_path))
-    config = GPTConfig(len(set("".join(docs))) + 1)
+    config = MicrogptConfig(len(set("".join(docs))) + 1)
     diverge(Training.start(rt, docs, Settings(num_steps=50, optimizer=Adam(lr=1e30), steps_per_call=9),
                            config, info))
 
@@ -264,14 +264,14 @@ def test_training_left_at_last_good_step(tmp_path):
 def test_divergence_after_a_periodic_save_keeps_it(tmp_path, monkeypatch):
     """A blow-up at step 21 (lr made huge from then on) leaves the step-20 checkpoint."""
     need_backend("c")
-    real = Model.train
+    real = MicrogptModel.train
 
     def huge_lr_from_step_20(self, tokens, n_pos, num_steps, lr=0.01, *a):
         if self.step() >= 20:
             lr = lr * 1e32
         return real(self, tokens, n_pos, num_steps, lr, *a)
 
-    monkeypatch.setattr(Model, "train", huge_lr_from_step_20)
+    monkeypatch.setattr(MicrogptModel, "train", huge_lr_from_step_20)
     out = tmp_path / "m.safetensors"
     args = ["train", "--data", small_data(tmp_path, 100), "--steps", 60, "--save-every", 10,
             "--out", out, "--samples", 0]
@@ -417,7 +417,7 @@ def test_sigint_saves_and_resume_finishes(tmp_path):
     from conftest import get_runtime
     docs, info = load_data(data)
     t = Training.start(get_runtime("c"), docs, Settings(num_steps=total, steps_per_call=50),
-                       GPTConfig(ck.config.vocab_size, 8, 2, 1, 8), info)
+                       MicrogptConfig(ck.config.vocab_size, 8, 2, 1, 8), info)
     t.run()
     final = ckpt.load(out)
     for name, arr in t.model.params().items():

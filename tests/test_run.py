@@ -23,7 +23,7 @@ from microgpt_fut.training import family as fam
 from microgpt_fut.cli.commands import main
 from microgpt_fut.training.family import Adam
 from microgpt_fut.models.gpt2 import GPT2Config, Recipe
-from microgpt_fut.models.microgpt import GPTConfig
+from microgpt_fut.models.microgpt import MicrogptConfig
 from microgpt_fut.training.run import Diverged
 from microgpt_fut.data.shards import load_tokens
 from microgpt_fut.data.text import load_text
@@ -62,7 +62,7 @@ def make(arch: str, fmt: str, text_file, shard_dir, spc: int = 4, threads: int =
     """A fresh run of the combination (c backend), and the function that resumes one."""
     rt = get_runtime("c", arch)
     s = settings(arch, fmt, spc=spc, threads=threads)
-    cls = GPTConfig if arch == "microgpt" else GPT2Config
+    cls = MicrogptConfig if arch == "microgpt" else GPT2Config
     if fmt == "lines":
         docs = [d for d in names_lines() if d][:60]
         from microgpt_fut.data.lines import Vocab
@@ -225,7 +225,7 @@ def test_tokens_run_equals_the_text_run_on_the_same_data(text_file, shard_dir):
 
 
 def test_family_table():
-    assert fam.family_of(GPTConfig(5)).arch == "microgpt"
+    assert fam.family_of(MicrogptConfig(5)).arch == "microgpt"
     assert fam.family_of(GPT2Config(5)).arch == "gpt2"
     assert fam.optimizer_from_train(fam.recipe_to_train(RECIPE)) == RECIPE
     assert fam.optimizer_from_train(Adam(0.02).to_train()) == Adam(0.02)
@@ -241,7 +241,7 @@ def test_cli_new_combinations_stop_and_resume_bit_identically(arch, fmt, text_fi
     records the arch and data format given (gpt2 on lines used to train on text)."""
     from cli_helpers import sigint_at_step, small_data
     from microgpt_fut.models.gpt2 import GPT2Model
-    from microgpt_fut.models.microgpt import Model
+    from microgpt_fut.models.microgpt import MicrogptModel
 
     data = {"lines": small_data(tmp_path, 80), "text": text_file, "tokens": shard_dir}[fmt]
     args = ["train", "--arch", arch, "--data-format", fmt, "--data", str(data), "--steps", "8",
@@ -254,7 +254,7 @@ def test_cli_new_combinations_stop_and_resume_bit_identically(arch, fmt, text_fi
     r = invoke(*args, "--out", whole)
     assert r.exit_code == 0, r.output
     with monkeypatch.context() as m:
-        sigint_at_step(m, GPT2Model if arch == "gpt2" else Model, 4)
+        sigint_at_step(m, GPT2Model if arch == "gpt2" else MicrogptModel, 4)
         r = invoke(*args, "--out", part)
     assert r.exit_code == 130, r.output
     assert ckpt.load(part).step == 4

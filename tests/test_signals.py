@@ -77,18 +77,18 @@ def test_two_runs_never_write_one_out_at_once(tmp_path):
     assert not (tmp_path / ".m.safetensors.lock").exists()
 
 
-# A training run whose first device call (Model.train) never returns, as a call that
+# A training run whose first device call (MicrogptModel.train) never returns, as a call that
 # takes hours would: it says "in call" on stderr first. The run is the real command.
 _BLOCKED_RUN = """
 import sys, threading
 from microgpt_fut.cli.commands import main
-from microgpt_fut.models.microgpt import Model
+from microgpt_fut.models.microgpt import MicrogptModel
 
 def never_returns(self, *args, **kwargs):
     print("in call", file=sys.stderr, flush=True)
     threading.Event().wait()
 
-Model.train = never_returns
+MicrogptModel.train = never_returns
 main(args=sys.argv[1:], prog_name="microgpt-fut")
 """
 

@@ -76,11 +76,11 @@ def dataset(cfg: dict):
 
 
 def model_config(cfg: dict, vocab: int):
-    """The GPTConfig (microgpt) or GPT2Config (gpt2, with biases) of a configuration."""
+    """The MicrogptConfig (microgpt) or GPT2Config (gpt2, with biases) of a configuration."""
     from microgpt_fut.models.gpt2 import GPT2Config
-    from microgpt_fut.models.microgpt import GPTConfig
+    from microgpt_fut.models.microgpt import MicrogptConfig
 
-    cls = GPT2Config if cfg["arch"] == "gpt2" else GPTConfig
+    cls = GPT2Config if cfg["arch"] == "gpt2" else MicrogptConfig
     return cls(vocab, cfg["n_embd"], cfg["n_head"], cfg["n_layer"], cfg["block_size"])
 
 
@@ -102,7 +102,7 @@ def new_model(engine, config):
 class TorchEngine:
     """PyTorch (bench.torch_ref's models) eager, or with the model's forward under
     ``torch.compile``, on "cuda" or "cpu"; each model's architecture is its
-    config's (GPT2Config: nanoGPT's GPT-2 and recipe; GPTConfig: microgpt's)."""
+    config's (GPT2Config: nanoGPT's GPT-2 and recipe; MicrogptConfig: microgpt's)."""
 
     def __init__(self, device: str, compiled: bool, compile_backend: str = "inductor"):
         import torch

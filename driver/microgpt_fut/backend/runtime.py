@@ -325,7 +325,7 @@ class Runtime:
 
     ``close()`` syncs and frees every value the context made, then the context;
     it also runs when the Runtime is collected and at interpreter exit. Values
-    (e.g. a Model's state) must not be used after it.
+    (e.g. a MicrogptModel's state) must not be used after it.
     """
 
     def __init__(self, backend: str, device: int | None = None, quiet: bool = False,

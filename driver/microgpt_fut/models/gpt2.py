@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .microgpt import DeviceModel, GPTConfig, state_arrays
+from .microgpt import DeviceModel, GPTConfigBase, state_arrays
 from ..backend.runtime import Runtime
 
 DEVICE_NAMES = ("wte", "wpe", "ln_1_w", "ln_1_b", "c_attn_w", "c_attn_b", "attn_proj_w",
@@ -41,7 +41,7 @@ _TOP = {"wte": "wte.weight", "wpe": "wpe.weight", "ln_f_w": "ln_f.weight", "ln_f
 
 
 @dataclass(frozen=True)
-class GPT2Config(GPTConfig):
+class GPT2Config(GPTConfigBase):
     """GPT-2's sizes (nanoGPT's GPTConfig): vocab_size from the data, mlp_width
     4 * n_embd unless given; ``bias`` as nanoGPT's (False: no biases in the
     linear layers and LayerNorms)."""

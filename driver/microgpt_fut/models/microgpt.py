@@ -25,8 +25,11 @@ LAYER_NAMES = PARAM_NAMES[3:]
 
 
 @dataclass(frozen=True)
-class GPTConfig:
-    """Model sizes; defaults are microgpt's (vocab_size comes from the data)."""
+class GPTConfigBase:
+    """The sizes both families share, and their checks: the base of MicrogptConfig and
+    GPT2Config (models/gpt2.py), each of which gives its ``arch``, ``min_vocab``, tensor
+    shapes and checkpoint layout. Defaults are microgpt's (vocab_size comes from the
+    data)."""
 
     vocab_size: int
     n_embd: int = 16
@@ -35,9 +38,8 @@ class GPTConfig:
     block_size: int = 16
     mlp_width: int | None = None  # None: 4 * n_embd, as microgpt
 
-    arch: ClassVar[str] = "microgpt"  # --arch, and the checkpoint's "arch"
-    # the least vocabulary: microgpt's names hold BOS beside at least one character
-    min_vocab: ClassVar[int] = 2
+    arch: ClassVar[str]  # --arch, and the checkpoint's "arch"
+    min_vocab: ClassVar[int]  # the least vocabulary the family can train
 
     def __post_init__(self):
         if self.mlp_width is None:
@@ -57,18 +59,30 @@ class GPTConfig:
             raise ValueError(f"--n-embd {self.n_embd} is not divisible by --n-head {self.n_head}")
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        """Stacked shape of each parameter array, in PARAM_NAMES order."""
-        V, C, T, L, F = (self.vocab_size, self.n_embd, self.block_size, self.n_layer,
-                         self.mlp_width)
-        return {"wte": (V, C), "wpe": (T, C), "lm_head": (V, C),
-                "attn_wq": (L, C, C), "attn_wk": (L, C, C), "attn_wv": (L, C, C),
-                "attn_wo": (L, C, C), "mlp_fc1": (L, F, C), "mlp_fc2": (L, C, F)}
+        raise NotImplementedError
 
     def num_params(self) -> int:
         return int(sum(np.prod(s) for s in self.shapes().values()))
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class MicrogptConfig(GPTConfigBase):
+    """microgpt's sizes; defaults are microgpt's (vocab_size comes from the data)."""
+
+    arch: ClassVar[str] = "microgpt"
+    # the least vocabulary: microgpt's names hold BOS beside at least one character
+    min_vocab: ClassVar[int] = 2
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Stacked shape of each parameter array, in PARAM_NAMES order."""
+        V, C, T, L, F = (self.vocab_size, self.n_embd, self.block_size, self.n_layer,
+                         self.mlp_width)
+        return {"wte": (V, C), "wpe": (T, C), "lm_head": (V, C),
+                "attn_wq": (L, C, C), "attn_wk": (L, C, C), "attn_wv": (L, C, C),
+                "attn_wo": (L, C, C), "mlp_fc1": (L, F, C), "mlp_fc2": (L, C, F)}
 
     def file_shapes(self, prefix: str = "") -> dict[str, tuple[int, ...]]:
         """Checkpoint name -> shape of every tensor (microgpt's names, per layer)."""
@@ -112,7 +126,7 @@ def stack(tensors: dict[str, np.ndarray], n_layer: int, prefix: str = "") -> dic
     return out
 
 
-def state_arrays(config: GPTConfig, params: dict[str, np.ndarray],
+def state_arrays(config: GPTConfigBase, params: dict[str, np.ndarray],
                  m: dict[str, np.ndarray] | None = None,
                  v: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
     """The arrays of a state: params, then the optimiser's m and v, each in the order of
@@ -201,18 +215,18 @@ class DeviceModel:
                                            int(max_new)))
 
 
-class Model(DeviceModel):
+class MicrogptModel(DeviceModel):
     """A GPT whose parameters, Adam moments and step count stay on the device.
 
-    Create with ``Model.init`` (microgpt's N(0, 0.08) initialisation) or
-    ``Model.from_arrays`` (a checkpoint). Methods move only token arrays in and
+    Create with ``MicrogptModel.init`` (microgpt's N(0, 0.08) initialisation) or
+    ``MicrogptModel.from_arrays`` (a checkpoint). Methods move only token arrays in and
     small results out; ``params()``/``adam()`` copy the state to the host.
     """
 
     names = PARAM_NAMES
 
     @classmethod
-    def init(cls, rt: Runtime, config: GPTConfig, seed: int) -> "Model":
+    def init(cls, rt: Runtime, config: MicrogptConfig, seed: int) -> "MicrogptModel":
         """Fresh parameters from the kernels' counter-based RNG under ``seed``."""
         config.validate()
         c = config
@@ -221,9 +235,9 @@ class Model(DeviceModel):
         return cls(rt, config, state)
 
     @classmethod
-    def from_arrays(cls, rt: Runtime, config: GPTConfig, params: dict[str, np.ndarray],
+    def from_arrays(cls, rt: Runtime, config: MicrogptConfig, params: dict[str, np.ndarray],
                     m: dict[str, np.ndarray] | None = None,
-                    v: dict[str, np.ndarray] | None = None, step: int = 0) -> "Model":
+                    v: dict[str, np.ndarray] | None = None, step: int = 0) -> "MicrogptModel":
         """A model from stacked float32 arrays (Adam moments zero when not given).
 
         Raises ValueError when an array's shape does not match ``config``.

@@ -42,7 +42,7 @@ import numpy as np
 
 from .exchange import Exchange, shard_rows
 from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
-from ..models.microgpt import PARAM_NAMES, GPTConfig, Model, state_arrays
+from ..models.microgpt import PARAM_NAMES, MicrogptConfig, MicrogptModel, state_arrays
 from ..backend.runtime import Runtime
 
 Arrays = dict[str, np.ndarray]
@@ -51,7 +51,7 @@ Arrays = dict[str, np.ndarray]
 class HostState(NamedTuple):
     """Parameters, Adam's moments and the step. params, m, v: float32 [num_params]
     vectors holding the tensors of PARAM_NAMES one after another (``unflatten`` gives
-    them back with GPTConfig.shapes), so that Adam is a dozen whole-vector operations.
+    them back with GPTConfigBase.shapes), so that Adam is a dozen whole-vector operations.
 
     Arrays are never modified in place, so a HostState can be kept as a snapshot
     (``Training`` keeps the state before each call to replay it).
@@ -69,8 +69,8 @@ def flatten(arrays: Arrays, names=PARAM_NAMES) -> np.ndarray:
     return np.concatenate([np.asarray(arrays[n], np.float32).ravel() for n in names])
 
 
-def unflatten(flat: np.ndarray, config: GPTConfig) -> Arrays:
-    """Views of a flatten()ed vector as the tensors of GPTConfig.shapes (no copy)."""
+def unflatten(flat: np.ndarray, config: GPTConfigBase) -> Arrays:
+    """Views of a flatten()ed vector as the tensors of GPTConfigBase.shapes (no copy)."""
     out, at = {}, 0
     for n, shape in config.shapes().items():
         size = int(np.prod(shape))
@@ -147,9 +147,9 @@ class HostStateModel:
     Raises ValueError when several Runtimes are given and one is not the c backend.
     """
 
-    device_class: type  # the family's device model (microgpt.Model, gpt2.GPT2Model)
+    device_class: type  # the family's device model (microgpt.MicrogptModel, gpt2.GPT2Model)
 
-    def __init__(self, rts: list[Runtime], config: GPTConfig, state: HostState,
+    def __init__(self, rts: list[Runtime], config: GPTConfigBase, state: HostState,
                  exchange: Exchange | None = None):
         _check_contexts(rts)
         self.rts, self.rt, self.config, self.state = rts, rts[0], config, state
@@ -157,7 +157,7 @@ class HostStateModel:
         self._pool = ThreadPoolExecutor(max_workers=len(rts), thread_name_prefix="microgpt-fut")
 
     @classmethod
-    def init(cls, rts: list[Runtime], config: GPTConfig, seed: int,
+    def init(cls, rts: list[Runtime], config: GPTConfigBase, seed: int,
              exchange: Exchange | None = None):
         """The device model's initial parameters under seed (the same kernels' RNG),
         optimiser moments zero, step 0."""
@@ -165,7 +165,7 @@ class HostStateModel:
         return cls.from_arrays(rts, config, params, exchange=exchange)
 
     @classmethod
-    def from_arrays(cls, rts: list[Runtime], config: GPTConfig, params: Arrays,
+    def from_arrays(cls, rts: list[Runtime], config: GPTConfigBase, params: Arrays,
                     m: Arrays | None = None, v: Arrays | None = None,
                     step: int = 0, exchange: Exchange | None = None):
         """As the device model's from_arrays (a checkpoint); raises ValueError on a shape
@@ -249,27 +249,28 @@ class HostStateModel:
 
 class DataParallelModel(HostStateModel):
     """microgpt trained on len(rts) c-backend Runtimes, called from as many threads at
-    once (HostStateModel); Model's interface, with microgpt's Adam on the host."""
+    once (HostStateModel); MicrogptModel's interface, with microgpt's Adam on the host."""
 
-    device_class = Model
+    device_class = MicrogptModel
 
-    def __init__(self, rts: list[Runtime], config: GPTConfig, state: HostState,
+    def __init__(self, rts: list[Runtime], config: MicrogptConfig, state: HostState,
                  exchange: Exchange | None = None):
         super().__init__(rts, config, state, exchange)
         # Adam moments for the contexts' states, made once per context: zero (a fresh
         # model's), as only the gradient is taken there (futhark-ffi passes device
         # arrays through as they are)
-        self._zeros = [rt.entry("get_adam_m", Model.init(rt, config, 0).state) for rt in rts]
+        self._zeros = [rt.entry("get_adam_m", MicrogptModel.init(rt, config, 0).state)
+                       for rt in rts]
 
-    def _device_model(self, i: int) -> Model:
+    def _device_model(self, i: int) -> MicrogptModel:
         rt, zeros = self.rts[i], self._zeros[i]
         params = unflatten(self.state.params, self.config).values()
-        return Model(rt, self.config, rt.entry("make_state", self.config.n_head, 0, *params,
+        return MicrogptModel(rt, self.config, rt.entry("make_state", self.config.n_head, 0, *params,
                                                *zeros, *zeros))
 
     def train(self, tokens: np.ndarray, n_pos: np.ndarray, num_steps: int, lr: float = 0.01,
               beta1: float = 0.85, beta2: float = 0.99, eps: float = 1e-8) -> np.ndarray:
-        """As Model.train: K Adam steps on tokens [K, B, T+1], n_pos [K, B]; K losses."""
+        """As MicrogptModel.train: K Adam steps on tokens [K, B, T+1], n_pos [K, B]; K losses."""
         losses = np.zeros(len(tokens), np.float32)
         for k in range(len(tokens)):
             losses[k], grad = self._loss_grad(tokens[k], n_pos[k])
@@ -280,7 +281,7 @@ class DataParallelModel(HostStateModel):
         return self._device_model(0).loss(tokens, n_pos)
 
     def generate(self, seed: int, n: int, temperature: float, first: int = 0) -> np.ndarray:
-        """As Model.generate, the n samples split over the threads: sample i draws from
+        """As MicrogptModel.generate, the n samples split over the threads: sample i draws from
         the kernels' random stream i whichever context makes it, so the result is the
         single context's."""
         return self._split(n, lambda model, rows: model.generate(

@@ -30,14 +30,14 @@ import numpy as np
 from ..data import tokenizer as tokenizers
 from ..models.gpt2 import GPT2Config
 from ..interrupt import PARTIAL_FILES
-from ..models.microgpt import GPTConfig
+from ..models.microgpt import GPTConfigBase, MicrogptConfig
 
 FORMAT = "microgpt-fut/1"
 _FORMAT_NAME = FORMAT.split("/")[0]
 _MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
 LOSSES = "train.losses"
 NORMS = "train.grad_norms"
-CONFIGS = {"microgpt": GPTConfig, "gpt2": GPT2Config}  # arch -> config class
+CONFIGS = {"microgpt": MicrogptConfig, "gpt2": GPT2Config}  # arch -> config class
 DATA_FORMATS = ("lines", "text", "tokens")  # tokens: train --data-format tokens (shards)
 # text runs (nanoGPT's recipe) add: its schedule, AdamW's decay, the clip, the
 # accumulation, the evaluations, the validation split and the text's length
@@ -62,7 +62,7 @@ class CheckpointError(ValueError):
 class Checkpoint:
     """What a checkpoint holds.
 
-    config: GPTConfig or GPT2Config (its class is the arch).
+    config: MicrogptConfig or GPT2Config (its class is the arch).
     params/m/v: the device's arrays (shapes: ``config.shapes()``); m and v are
     None when loaded with ``adam=False``.
     vocab: the characters (token i is vocab[i]; with data_format "lines",
@@ -79,7 +79,7 @@ class Checkpoint:
     empty) and any other tokenizer as the ``tokenizer`` metadata.
     """
 
-    config: GPTConfig
+    config: GPTConfigBase
     vocab: list[str]
     params: dict[str, np.ndarray]
     m: dict[str, np.ndarray] | None = None

@@ -19,7 +19,7 @@ import numpy as np
 from ..parallel.host_state import DataParallelGPT2, DataParallelModel, runtimes
 from ..parallel.exchange import Exchange
 from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
-from ..models.microgpt import GPTConfig, Model
+from ..models.microgpt import MicrogptConfig, MicrogptModel
 from ..backend.runtime import Runtime
 from ..errors import OptionConflict
 
@@ -209,7 +209,7 @@ class Microgpt(Family):
 
     arch, program = "microgpt", "microgpt"
     measures_norms = False
-    config_class, device_model, host_model = GPTConfig, Model, DataParallelModel
+    config_class, device_model, host_model = MicrogptConfig, MicrogptModel, DataParallelModel
     optimizer_options = {"lr": "0.01", "beta1": "0.85", "beta2": "0.99"}
 
     def optimizer(self, values, num_steps):

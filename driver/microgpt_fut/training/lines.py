@@ -4,7 +4,7 @@ datasets.Lines made from the documents themselves.
 microgpt's job: shuffle the documents once under the seed, then step s trains on
 documents (s*B + i) % N (B = 1: ``docs[step % len(docs)]``) with Adam and a
 learning rate decaying linearly to 0. Here K consecutive steps are fused into one
-device call (``Model.train``); the host only builds their [K, B, block_size+1] tokens.
+device call (``MicrogptModel.train``); the host only builds their [K, B, block_size+1] tokens.
 
 A run (``Training``) can stop after any call, be written to a checkpoint and be
 continued from it (``Training.resume``): the data order is a function of the
@@ -19,7 +19,7 @@ from .checkpoint import Checkpoint
 from ..data.lines import DataInfo, Vocab, docs_sha256
 from ..data.datasets import Lines, other_documents
 from ..parallel.exchange import Exchange
-from ..models.microgpt import GPTConfig
+from ..models.microgpt import GPTConfigBase
 from .run import Diverged, Run  # noqa: F401  (Diverged: its callers catch it here)
 from ..backend.runtime import Runtime
 
@@ -38,13 +38,13 @@ class Training(Run):
     data = property(lambda self: self.dataset.info)
 
     @classmethod
-    def start(cls, rt: Runtime, docs: list[str], settings, config: GPTConfig,
+    def start(cls, rt: Runtime, docs: list[str], settings, config: GPTConfigBase,
               data: DataInfo | None = None, vocab: Vocab | None = None,
               params: dict[str, np.ndarray] | None = None,
               exchange: Exchange | None = None, init_from: str = "") -> "Training":
         """A fresh run on docs: the family's initialisation under settings.seed, or
         (``train --init-from``) the weights ``params`` (arrays of config's shapes) with
-        the optimiser's moments at zero. config's class is the family (GPTConfig:
+        the optimiser's moments at zero. config's class is the family (MicrogptConfig:
         microgpt, GPT2Config: GPT-2); settings: settings.Settings (either optimiser).
 
         vocab: the model's vocabulary (default: the data's, ``Vocab.from_docs(docs)``);

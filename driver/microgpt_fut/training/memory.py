@@ -30,7 +30,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..models.microgpt import GPTConfig
+from ..models.microgpt import GPTConfigBase
 
 STATE_FLOATS = 24  # float32 per parameter at the peak: a save's host copies (20-24 measured)
 CONTEXT_FLOATS = 5  # each further --threads context: its own parameters, moments, gradient
@@ -68,7 +68,7 @@ class MemoryNeed:
         return self.state + self.activations + self.tokens
 
 
-def training_need(config: GPTConfig, backend: str, batch_size: int, steps_per_call: int,
+def training_need(config: GPTConfigBase, backend: str, batch_size: int, steps_per_call: int,
                   data_tokens: int, grad_accum: int = 1, contexts: int = 1,
                   eval_iters: int = 0) -> MemoryNeed:
     """The estimate for a run of ``config`` (either model) on ``backend``.

@@ -16,7 +16,7 @@ import numpy as np
 from .checkpoint import Checkpoint
 from ..data.datasets import Stream
 from ..parallel.exchange import Exchange
-from ..models.microgpt import GPTConfig
+from ..models.microgpt import GPTConfigBase
 from .run import Run
 from .settings import Settings
 from ..backend.runtime import Runtime
@@ -31,10 +31,10 @@ class TextTraining(Run):
 
     @classmethod
     def start(cls, rt: Runtime, data: TextData, settings: Settings,
-              config: GPTConfig, params: dict[str, np.ndarray] | None = None,
+              config: GPTConfigBase, params: dict[str, np.ndarray] | None = None,
               init_from: str = "", exchange: Exchange | None = None,
               data_format: str = "text") -> "TextTraining":
-        """A fresh run of config's family (GPT2Config: GPT-2, GPTConfig: microgpt) on the
+        """A fresh run of config's family (GPT2Config: GPT-2, MicrogptConfig: microgpt) on the
         stream: the family's initialisation under settings.seed, or (``train
         --init-from``) the weights ``params`` (arrays of config's shapes) with the
         optimiser's moments at zero; ``init_from`` names that model in the checkpoint.
