@@ -4,14 +4,19 @@ pipes, and a closed pipe ends it quietly."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 
 import pytest
 
+from click.testing import CliRunner
+
 from cli_helpers import need_backend, small_data
 from conftest import DATA_DIR
+from microgpt_fut.cli.commands import main
+from microgpt_fut.models.microgpt import DeviceModel
 
 N = 1_000_000  # samples asked for: minutes of work at once
 
@@ -90,3 +95,26 @@ def test_a_closed_pipe_ends_sampling_quietly(names_ckpt):
     p.stdout.close()
     err = p.stderr.read()
     assert p.wait(timeout=60) == 141 and err == b"" and all(head)
+
+
+@pytest.mark.parametrize("n, sig, status", [(1, signal.SIGINT, 130), (2, signal.SIGTERM, 143)],
+                         ids=["only-SIGINT", "last-of-2-SIGTERM"])
+def test_a_signal_during_the_last_sample_stops_with_its_status(text_ckpt, monkeypatch, n, sig,
+                                                               status):
+    """A signal that comes while the last (or only) sample's device call runs: that call's
+    samples are printed, one line says how many, and the exit status is the signal's."""
+    real = DeviceModel.generate_prompts
+
+    def generate_then_signal(self, seed, temperature, top_k, prompts, max_new, first):
+        out = real(self, seed, temperature, top_k, prompts, max_new, first)
+        if first + len(prompts) == n:  # the call that makes the last sample
+            os.kill(os.getpid(), sig)
+        return out
+
+    monkeypatch.setattr(DeviceModel, "generate_prompts", generate_then_signal)
+    r = CliRunner().invoke(main, ["sample", "--checkpoint", str(text_ckpt), "-n", str(n),
+                                  "--max-new-tokens", "20", "--plain"])
+    assert r.exit_code == status, r.output
+    assert len(r.stdout.splitlines()) == n
+    how = "interrupted" if sig == signal.SIGINT else "stopped by SIGTERM"
+    assert r.stderr.strip().splitlines() == [f"{how}: printed {n} of {n} samples"]

@@ -3,8 +3,9 @@
 Samples arrive a device call's worth at a time (training/sampling.py: iter_names,
 iter_continuations) and are printed and flushed at once, so a long
 `sample -n 1000000` shows its first samples within a second, and Ctrl-C,
-SIGTERM or SIGHUP between two calls keep everything printed so far (the command
-then ends with status 128 + the signal's number and says how many were printed).
+SIGTERM or SIGHUP during a call (the last one too) keep everything printed so far,
+that call's samples included (the command then ends with status 128 + the
+signal's number and says how many were printed).
 
 Formats: microgpt's (``sample  1: emma`` after a header line) and nanoGPT's (each
 text followed by a separator line) by default; ``plain`` prints one sample per
@@ -36,9 +37,9 @@ def print_samples(chunks: Iterable[list[str]], n: int, kind: str, plain: bool = 
     """Print the samples of ``chunks`` (lists of str, n in all) as they come.
 
     kind: "names" (microgpt's format, with its header line unless ``header`` is
-    False or ``plain``) or "text" (nanoGPT's). A signal between two chunks stops
-    the printing: one line on stderr says how many of n were printed, and the
-    command exits with 128 + the signal's number (click.exceptions.Exit). A
+    False or ``plain``) or "text" (nanoGPT's). A signal stops the printing after the
+    chunk whose device call it came in (the last one too): one line on stderr says how
+    many of n were printed, and the command exits with 128 + the signal's number (click.exceptions.Exit). A
     closed pipe (``| head``) ends it quietly with status 141, as SIGPIPE would.
     """
     printed = 0
@@ -52,7 +53,7 @@ def print_samples(chunks: Iterable[list[str]], n: int, kind: str, plain: bool = 
                     click.echo(_line(kind, plain, printed, sample))
                     printed += 1
                 sys.stdout.flush()
-                if stop() and printed < n:
+                if stop():  # even after the last chunk: the signal came during its call
                     how = "interrupted" if stop.name == "SIGINT" else f"stopped by {stop.name}"
                     click.echo(f"{how}: printed {printed} of {n} samples", err=True)
                     raise click.exceptions.Exit(128 + stop.signum)
