@@ -263,16 +263,26 @@ def test_ctrl_c_saves_and_resume_equals_the_straight_run(text_file, tmp_path, mo
 
 
 def test_another_runs_checkpoint_is_never_overwritten(text_file, tmp_path):
-    """--out holding another run's checkpoint is refused (one line saying how to go on),
-    and the file is left as it was; --overwrite replaces it; --resume of it is fine."""
+    """--out holding another run's checkpoint is refused (one line saying how to go on:
+    --resume only when that run is not complete), and the file is left as it was;
+    --overwrite replaces it; --resume of it is fine."""
     out = tmp_path / "precious.safetensors"
     assert run_cli(*train_args(text_file, out)).exit_code == 0
     before = out.read_bytes()
     r = run_cli("train", "--steps", "3", "--samples", "0", "--out", out)  # a names run
-    assert_one_line_error(r, "holds the checkpoint of another run", "step 24", "--resume",
-                          "--overwrite")
+    msg = assert_one_line_error(r, "holds the checkpoint of another run", "step 24 of 24, "
+                                "complete", "another --out", "--overwrite")
+    assert "--resume" not in msg  # it would answer "the run is complete, nothing to train"
     r = run_cli(*train_args(text_file, out))  # the same command again: another run too
     assert_one_line_error(r, "another run")
+    part = tmp_path / "part.safetensors"  # a run stopped at step 10 of 24
+    ck = ckpt.load(out)
+    ck.step, ck.losses, ck.norms = 10, ck.losses[:10], ck.norms[:10]
+    ck.evals = [e for e in ck.evals if e[0] <= 10]
+    ckpt.save(part, ck)
+    r = run_cli(*train_args(text_file, part))
+    assert_one_line_error(r, "holds the checkpoint of another run", "step 10,",
+                          f"--resume {part}", "--overwrite")
     assert out.read_bytes() == before
     assert run_cli("train", "--resume", out, "--samples", "0").exit_code == 0
     r = run_cli(*train_args(text_file, out, "--steps", "8", "--overwrite"))

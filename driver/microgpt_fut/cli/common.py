@@ -72,10 +72,14 @@ def check_out(out: Path, data: Path | None = None, resume: Path | None = None,
                 "overwrite it (move it away or choose another --out)") from None
         resuming_it = resume is not None and resume.exists() and os.path.samefile(out, resume)
         if not resuming_it and not overwrite:
+            step, total = meta.get("step", "?"), meta.get("num_steps")
+            complete = total is not None and step == total
+            go_on = ("" if complete else
+                     f"continue it with --resume {shlex.quote(str(out))}, ")
             raise click.ClickException(
-                f"--out {str(out)!r} holds the checkpoint of another run (step "
-                f"{meta.get('step', '?')}, data {meta.get('data') or '?'}): refusing to "
-                f"overwrite it; continue it with --resume {shlex.quote(str(out))}, choose "
+                f"--out {str(out)!r} holds the checkpoint of another run (step {step}"
+                f"{' of ' + total + ', complete' if complete else ''}, data "
+                f"{meta.get('data') or '?'}): refusing to overwrite it; {go_on}choose "
                 "another --out, or pass --overwrite")
     try:
         fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=folder)
