@@ -222,3 +222,11 @@ def test_a_bom_is_read_and_a_long_example_names_the_fix(tmp_path):
     r = CliRunner().invoke(main, ["eval", "--checkpoint", str(tmp_path / "m.safetensors"),
                                   "--choices", str(long), "--backend", "c"])
     assert_one_line_error(r, "example 1", "block_size 16", "shorten")
+    assert r.exit_code == 2  # the file and the model cannot go together: a usage error
+    r = CliRunner().invoke(main, ["train", "--arch", "gpt2", "--data", str(text), "--steps", "1",
+                                  "--n-embd", "8", "--n-head", "2", "--n-layer", "1",
+                                  "--block-size", "16", "--batch-size", "2", "--samples", "0",
+                                  "--eval-choices", str(long), "--overwrite",
+                                  "--out", str(tmp_path / "m.safetensors"), "--quiet"])
+    assert_one_line_error(r, "--eval-choices", "example 1", "block_size 16", "shorten")
+    assert r.exit_code == 2

@@ -279,6 +279,23 @@ def test_microgpt_job_end_to_end():
 
 # --- issue 4: every bad input answered in one line, nothing lost ---------------------------
 
+@pytest.mark.parametrize("args, fragments", [
+    (["--device", "1"], ["--device applies to the opencl and cuda backends"]),
+    (["--encoding", "nosuch"], ["unknown encoding 'nosuch'", "--encoding"]),
+    (["--out", "{tmp}"], ["--out", "is a directory"]),
+    (["--out", ""], ["--out", "is empty"]),
+], ids=["device-on-c", "encoding", "out-directory", "out-empty"])
+def test_usage_errors_exit_2(tmp_path, args, fragments):
+    """Options that cannot be used as given are usage errors: one line, status 2."""
+    need_backend("c")
+    data = small_data(tmp_path, 20)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    r = run("train", "--data", data, "--steps", 2, "--backend", "c", *args)
+    msg = assert_one_line_error(r, *fragments)
+    assert r.exit_code == 2, msg
+    assert "'.'" not in msg
+
+
 def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):
     need_backend("c")
     data = small_data(tmp_path, 20)
@@ -287,6 +304,7 @@ def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):
     before = data.read_bytes()
     r = run("train", "--data", data, "--out", data, "--steps", 2)
     assert_one_line_error(r, "--out", "is the data file")
+    assert r.exit_code == 2  # a usage error
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")
     r = run("train", "--data", data, "--out", notes, "--steps", 2)

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 from futhark_ffi import Futhark
 
+from ..errors import OptionConflict
 from . import kernel_cache as kernel_cache_mod
 from .context import OwnedContext
 
@@ -366,7 +367,8 @@ class Runtime:
             check_cuda_device(device)
             kwargs["device"] = f"#{device}".encode()
         elif device is not None:
-            raise BackendError(f"--device applies to the opencl and cuda backends, not {backend!r}")
+            raise OptionConflict(f"--device applies to the opencl and cuda backends, not "
+                                 f"{backend!r}")
         # Futhark 0.25.32 copies the device string; older runtimes kept the pointer.
         self._device_arg = kwargs.get("device")
         self.kernel_cache: kernel_cache_mod.KernelCache | None = None

@@ -143,6 +143,13 @@ def _check_positive(ctx, param, value):
     return value
 
 
+def _path_not_empty(ctx, param, value):
+    """A path option's value as a Path; "" (which Path reads as '.') is a usage error."""
+    if value is not None and str(value) == "":
+        raise click.BadParameter("is empty; give a file name")
+    return None if value is None else Path(value)
+
+
 _CHECKS = {"lr": _check_lr}
 
 
@@ -369,8 +376,8 @@ refused, naming where it applies."""
                    "each (use at most the cores; more than the rows is cut to them); their "
                    "gradients make one optimiser step. Pays off when a step takes more than "
                    "a few ms (--n-embd 64 and up, or larger batches).")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("model.safetensors"),
-              show_default=True, help="Checkpoint file to write (with --resume: FILE).")
+@click.option("--out", type=click.Path(), default="model.safetensors",
+              show_default=True, callback=_path_not_empty, help="Checkpoint file to write (with --resume: FILE).")
 @click.option("--overwrite", is_flag=True,
               help="Replace a checkpoint of another run that --out holds (refused otherwise).")
 @click.option("--save-every", type=_INT, default=None, callback=_check_positive,

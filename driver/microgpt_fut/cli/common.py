@@ -56,14 +56,14 @@ def check_out(out: Path, data: Path | None = None, resume: Path | None = None,
     --overwrite."""
     folder = out.parent
     if out.is_dir():
-        raise click.ClickException(f"--out {str(out)!r} is a directory; give a file name")
+        raise bad_option(f"--out {str(out)!r} is a directory; give a file name")
     if not folder.exists():
         raise click.ClickException(f"--out: folder {str(folder)!r} does not exist")
     if not folder.is_dir():
         raise click.ClickException(f"--out {str(out)!r}: {str(folder)!r} is not a folder")
     if out.exists():
         if data is not None and data.exists() and os.path.samefile(out, data):
-            raise click.ClickException(f"--out {str(out)!r} is the data file; give another name")
+            raise bad_option(f"--out {str(out)!r} is the data file; give another name")
         try:
             meta = ckpt.read_metadata(out)
         except ckpt.CheckpointError:

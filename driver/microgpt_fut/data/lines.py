@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, OptionConflict
 
 
 def read_text(path: str | Path, encoding: str = "utf-8") -> str:
@@ -26,13 +26,14 @@ def read_text(path: str | Path, encoding: str = "utf-8") -> str:
     (line endings are kept). Raises DataError (one line naming the file) when
     the file is missing, is a directory, cannot be read, is empty (0 bytes),
     has bytes that are not valid in ``encoding`` (the message gives the line
-    number and byte offset), or ``encoding`` is unknown.
+    number and byte offset); OptionConflict when ``encoding`` is unknown.
     """
     path = Path(path)
     try:
         codec = codecs.lookup(encoding)
     except LookupError:
-        raise DataError(f"unknown encoding {encoding!r} (try --encoding utf-8 or latin-1)") from None
+        raise OptionConflict(f"unknown encoding {encoding!r} (try --encoding utf-8 or "
+                             "latin-1)") from None
     if not path.exists():
         raise DataError(f"data file {str(path)!r} does not exist")
     if path.is_dir():

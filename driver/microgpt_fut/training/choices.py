@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, OptionConflict
 from ..data.tokenizer import Tokenizer
 
 
@@ -149,17 +149,18 @@ TOO_LONG_FIX = (": shorten its context, or score a model trained with a larger "
 
 def check_fits(examples: list[Example], tok: Tokenizer, block_size: int, where: str) -> None:
     """Raise DataError (one line naming ``where`` and the example) when an example's
-    text has a token the tokenizer cannot encode or a row is longer than block_size:
-    what ``evaluate`` would refuse, found before a run starts."""
+    text has a token the tokenizer cannot encode, OptionConflict (a usage error: the
+    file and the model cannot go together) when a row is longer than block_size: what
+    ``evaluate`` would refuse, found before a run starts."""
     for i, ex in enumerate(examples, 1):
         try:
             tokens, _ = render(ex, tok)
         except DataError as e:
             raise DataError(f"{where}, example {i}: {e}") from None
         if tokens.shape[1] > block_size:
-            raise DataError(f"{where}, example {i}: context and ending hold {tokens.shape[1]} "
-                            f"tokens, more than the model's block_size {block_size}"
-                            + TOO_LONG_FIX)
+            raise OptionConflict(f"{where}, example {i}: context and ending hold "
+                                 f"{tokens.shape[1]} tokens, more than the model's "
+                                 f"block_size {block_size}" + TOO_LONG_FIX)
 
 
 def evaluate(examples: list[Example], tok: Tokenizer,
