@@ -49,7 +49,10 @@ class GPT2Config(GPTConfigBase):
     bias: bool = True
 
     arch: ClassVar[str] = "gpt2"
-    min_vocab: ClassVar[int] = 1  # text: the characters alone, no BOS
+
+    def init_sizes(self) -> tuple:
+        """The sizes gpt2.fut's ``init`` takes after the seed: microgpt's and ``bias``."""
+        return (*super().init_sizes(), bool(self.bias))
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Device shape of each tensor, in DEVICE_NAMES order."""
@@ -170,15 +173,6 @@ class GPT2Model(DeviceModel):
     """
 
     names = DEVICE_NAMES
-
-    @classmethod
-    def init(cls, rt: Runtime, config: GPT2Config, seed: int) -> "GPT2Model":
-        """Fresh weights from the kernels' counter-based RNG under ``seed``."""
-        config.validate()
-        c = config
-        state = rt.entry("init", seed, c.vocab_size, c.n_embd, c.n_head, c.n_layer,
-                         c.block_size, c.mlp_width, bool(c.bias))
-        return cls(rt, config, state)
 
     @classmethod
     def from_arrays(cls, rt: Runtime, config: GPT2Config, params: dict[str, np.ndarray],

@@ -27,7 +27,7 @@ LAYER_NAMES = PARAM_NAMES[3:]
 @dataclass(frozen=True)
 class GPTConfigBase:
     """The sizes both families share, and their checks: the base of MicrogptConfig and
-    GPT2Config (models/gpt2.py), each of which gives its ``arch``, ``min_vocab``, tensor
+    GPT2Config (models/gpt2.py), each of which gives its ``arch``, tensor
     shapes and checkpoint layout. Defaults are microgpt's (vocab_size comes from the
     data)."""
 
@@ -39,7 +39,8 @@ class GPTConfigBase:
     mlp_width: int | None = None  # None: 4 * n_embd, as microgpt
 
     arch: ClassVar[str]  # --arch, and the checkpoint's "arch"
-    min_vocab: ClassVar[int]  # the least vocabulary the family can train
+    # the least vocabulary of every family: a model of one token predicts nothing (loss 0)
+    min_vocab: ClassVar[int] = 2
 
     def __post_init__(self):
         if self.mlp_width is None:
@@ -52,9 +53,8 @@ class GPTConfigBase:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, "
                                  f"got {getattr(self, name)}")
         if self.vocab_size < self.min_vocab:
-            raise ValueError("vocab_size must be at least 2 (one character and BOS)"
-                             if self.min_vocab == 2 else
-                             f"vocab_size must be at least {self.min_vocab}, got {self.vocab_size}")
+            raise ValueError(f"vocab_size must be at least {self.min_vocab}, got "
+                             f"{self.vocab_size}")
         if self.n_embd % self.n_head:
             raise ValueError(f"--n-embd {self.n_embd} is not divisible by --n-head {self.n_head}")
 
@@ -63,6 +63,11 @@ class GPTConfigBase:
 
     def num_params(self) -> int:
         return int(sum(np.prod(s) for s in self.shapes().values()))
+
+    def init_sizes(self) -> tuple:
+        """The sizes the library's ``init`` entry takes after the seed."""
+        return (self.vocab_size, self.n_embd, self.n_head, self.n_layer, self.block_size,
+                self.mlp_width)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -73,8 +78,6 @@ class MicrogptConfig(GPTConfigBase):
     """microgpt's sizes; defaults are microgpt's (vocab_size comes from the data)."""
 
     arch: ClassVar[str] = "microgpt"
-    # the least vocabulary: microgpt's names hold BOS beside at least one character
-    min_vocab: ClassVar[int] = 2
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Stacked shape of each parameter array, in PARAM_NAMES order."""
@@ -162,6 +165,14 @@ class DeviceModel:
         self.config = config
         self.state = state
 
+    @classmethod
+    def init(cls, rt: Runtime, config, seed: int):
+        """Fresh parameters from the kernels' counter-based RNG under ``seed`` (the
+        family's initialisation: microgpt.py's, or GPT-2's). Raises ValueError naming
+        the option when a size is unusable."""
+        config.validate()
+        return cls(rt, config, rt.entry("init", seed, *config.init_sizes()))
+
     def _arrays(self, entry: str) -> dict[str, np.ndarray]:
         return dict(zip(self.names, self.rt.numpy(*self.rt.entry(entry, self.state))))
 
@@ -224,15 +235,6 @@ class MicrogptModel(DeviceModel):
     """
 
     names = PARAM_NAMES
-
-    @classmethod
-    def init(cls, rt: Runtime, config: MicrogptConfig, seed: int) -> "MicrogptModel":
-        """Fresh parameters from the kernels' counter-based RNG under ``seed``."""
-        config.validate()
-        c = config
-        state = rt.entry("init", seed, c.vocab_size, c.n_embd, c.n_head, c.n_layer,
-                         c.block_size, c.mlp_width)
-        return cls(rt, config, state)
 
     @classmethod
     def from_arrays(cls, rt: Runtime, config: MicrogptConfig, params: dict[str, np.ndarray],
