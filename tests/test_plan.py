@@ -201,3 +201,23 @@ def test_sample_refuses_prompt_options_for_a_names_model(tmp_path):
         assert_one_line_error(r, f"{args[0]} applies to models of text and tokens",
                               f"{str(out)!r} is a model of lines")
         assert r.exit_code == 2
+
+
+@pytest.mark.parametrize("arch, fmt", [("microgpt", "text"), ("gpt2", "text"),
+                                       ("gpt2", "tokens")])
+def test_a_text_of_one_character_is_refused_by_every_family(tmp_path, arch, fmt):
+    """One token predicts nothing (loss 0): every family refuses a tokenizer of fewer than
+    2 tokens, with one line naming --data."""
+    need_backend("c")
+    one = tmp_path / "a.txt"
+    one.write_text("a" * 5000)
+    data = one
+    if fmt == "tokens":
+        data = tmp_path / "shards"
+        r = run("prepare", one, "--out", data)
+        assert r.exit_code == 0, r.output
+    r = run("train", "--arch", arch, "--data-format", fmt, "--data", data, "--steps", 2,
+            "--samples", 0, "--out", tmp_path / "m.safetensors",
+            *(SIZES if arch == "gpt2" else []))
+    assert_one_line_error(r, f"--data {str(data)!r}", "has 1 token(s)", "at least 2")
+    assert not (tmp_path / "m.safetensors").exists()
