@@ -590,6 +590,9 @@ def test_two_prepares_into_one_out_through_a_symlink_the_second_is_refused(tmp_p
     (["--name", ""], ["--name '' is empty", "plain file name"], 2),
     (["--name", "a\nb"], ["--name 'a\\nb' holds a control character"], 2),
     (["--name", "x" * 240], ["--name 'xxx", "is too long (240 bytes", "at most 229"], 2),
+    (["--bpe-sample-mb", "1"], ["--bpe-sample-mb goes with --tokenizer bpe"], 2),
+    (["--val", "in.txt2", "--val-fraction", "0.2"],
+     ["--val-fraction", "--val", "not both"], 2),
     (["--out", "FILE/o"], ["is a file, not a folder"], 1),
     (["--out", "/sys/microgpt-fut-o"], ["cannot write --out '/sys/microgpt-fut-o'"], 1),
 ])
@@ -598,11 +601,15 @@ def test_prepare_refuses_bad_names_and_outs_in_one_line(tmp_path, args, fragment
     src.write_text("hello\n" * 100)
     (tmp_path / "FILE").write_text("x")
     args = [str(tmp_path / a) if a == "FILE/o" else a for a in args]
+    if "--val" in args:  # a validation file (removed before the folder's check)
+        (tmp_path / "in.txt2").write_text("bye\n" * 10)
+        args = [str(tmp_path / a) if a == "in.txt2" else a for a in args]
     if "--out" not in args:
         args += ["--out", str(tmp_path / "o")]
     r = run("prepare", src, *args)
     assert_one_line_error(r, *fragments)
     assert r.exit_code == code
+    (tmp_path / "in.txt2").unlink(missing_ok=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE", "in.txt"]
 
 

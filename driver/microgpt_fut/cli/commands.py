@@ -645,7 +645,7 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
                    "65,536, else uint32).")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
               show_default=True, help="The last fraction of all tokens held out for validation "
-                                      "(ignored with --val).")
+                                      "(not with --val).")
 @click.option("--val", "val_inputs", multiple=True, type=click.Path(),
               help="A text file for the validation split (repeatable) instead of "
                    "--val-fraction.")
@@ -676,6 +676,12 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
         if (tokenizer == "bpe") != (vocab_size is not None):
             raise bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"
                               else "--tokenizer bpe needs --vocab-size N (e.g. 512)")
+        given = _given(ctx)
+        if "bpe_sample_mb" in given and tokenizer != "bpe":
+            raise bad_option("--bpe-sample-mb goes with --tokenizer bpe")
+        if "val_fraction" in given and val_inputs:
+            raise bad_option("--val-fraction and --val both choose the validation split: "
+                             "give one, not both")
         P.check_distinct(inputs, val_inputs)
         name = inputs[0].stem if name is None else name
         P.check_name(name)
