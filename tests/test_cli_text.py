@@ -135,7 +135,7 @@ def test_cli_resume_and_sample(text_file, tmp_path):
 
 
 def test_config_file(text_file, tmp_path):
-    """--config FILE sets options the command line leaves out (nanoGPT-style names)."""
+    """--config FILE sets options the command line leaves out (the option names)."""
     cfg = tmp_path / "cfg.toml"
     cfg.write_text("eval_every = 12\nweight-decay = 0.0\n")
     out = tmp_path / "c.safetensors"
@@ -320,6 +320,16 @@ def test_val_fraction_0_runs_without_validation(text_file, tmp_path):
     assert r.exit_code == 0 and "nan" not in r.output.lower(), r.output
 
 
+def test_config_docs_say_which_names_it_reads():
+    """README and --config's help name what a --config file holds: the options' own
+    names (nanoGPT's learning_rate or max_iters are not among them)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "nanoGPT's names" not in readme and "option names" in readme
+    assert "option names" in " ".join(run_cli("train", "--help").output.split())
+
+
 @pytest.mark.parametrize("line, fragment", [
     ("steps = [1, 2]", "steps = [1, 2] is an array; --steps takes an integer"),
     ("steps = {a = 1}", 'steps = {"a": 1} is a table; --steps takes an integer'),
@@ -333,6 +343,8 @@ def test_val_fraction_0_runs_without_validation(text_file, tmp_path):
     ("steps = 0", "steps = 0: must be at least 1, got 0"),
     ("lr = -1", "lr = -1: must be a positive number"),
     ("seed = -3", "seed = -3:"),
+    ("learning_rate = 0.001", "unknown setting 'learning_rate': a setting is an option's "
+                              "name (lr, steps, eval_every"),
 ])
 def test_config_values_are_checked_as_on_the_command_line(tmp_path, line, fragment):
     """A --config value of the wrong TOML type is one line naming the key, the file and

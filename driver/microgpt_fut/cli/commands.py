@@ -160,8 +160,8 @@ def _check_threads(threads: int, backend: str) -> None:
 
 
 def _load_config(ctx, param, value):
-    """--config FILE (TOML): option values (nanoGPT's names, with - or _) used where the
-    command line gives none; read before the other options (eager). Each value must
+    """--config FILE (TOML): option values (the options' own names, with - or _, not
+    nanoGPT's) used where the command line gives none; read before the other options (eager). Each value must
     have its option's type (``config_value``); paths are relative to the file."""
     if value is None:
         return None
@@ -183,7 +183,8 @@ def _load_config(ctx, param, value):
     for key, v in table.items():
         name = key.replace("-", "_")
         if name not in params:
-            raise click.BadParameter(f"{where}: unknown setting {key!r}")
+            raise click.BadParameter(f"{where}: unknown setting {key!r}: a setting is an "
+                                     "option's name (lr, steps, eval_every, ...; see --help)")
         defaults[name] = config_value(ctx, params[name], key, v, Path(value))
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
@@ -368,7 +369,8 @@ refused, naming where it applies."""
                           "--resume: the run's]"))
 @click.option("--config", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=_load_config,
-              help="TOML file of option values (e.g. weight_decay = 0.1), each of its option's "
+              help="TOML file of option values under the option names, - or _ alike "
+                   "(e.g. weight_decay = 0.1, lr = 1e-3, steps = 5000), each of its option's "
                    "type (an integer for --steps, a string for a path), paths relative to "
                    "the file; the command line wins.")
 @click.option("--threads", type=_INT, default=1, show_default=True, callback=_check_positive,
