@@ -52,10 +52,15 @@ def test_init_from_refuses_shards_of_another_tokenizer(text, bpe_model, tmp_path
     chars = tmp_path / "chars"
     assert run("prepare", text, "--out", chars).exit_code == 0
     out = tmp_path / "x.safetensors"
-    for args in (["--init-from", model], ["--arch", "gpt2", "--tokenizer", tok, *SIZES]):
+    fixes = [[f"`microgpt-fut export-hf {model} DIR`", "`microgpt-fut prepare TEXT --tokenizer DIR`"],
+             [f"`microgpt-fut prepare TEXT --tokenizer {tok}`"]]
+    for args, fix in zip((["--init-from", model], ["--arch", "gpt2", "--tokenizer", tok, *SIZES]),
+                         fixes):
         r = run("train", "--data-format", "tokens", "--data", chars, *args, "--steps", 2,
                 "--samples", 0, "--out", out)
-        assert_one_line_error(r, f"--data {str(chars)!r}", "another tokenizer", "vocab size 300")
+        msg = assert_one_line_error(r, f"--data {str(chars)!r}", "another tokenizer",
+                                    "vocab size 300", *fix)
+        assert "''s" not in msg and "--data-format text" not in msg  # a BPE model
         assert r.exit_code == 2 and not out.exists()
     same = tmp_path / "bpe_shards"
     assert run("prepare", text, "--out", same, "--tokenizer", tok).exit_code == 0
@@ -221,3 +226,33 @@ def test_a_text_of_one_character_is_refused_by_every_family(tmp_path, arch, fmt)
             *(SIZES if arch == "gpt2" else []))
     assert_one_line_error(r, f"--data {str(data)!r}", "has 1 token(s)", "at least 2")
     assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_init_from_and_resume_name_bias_as_the_command_line_does(bpe_model, text, tmp_path):
+    """--no-bias against a model with biases: the options and the model in words, never
+    Python's True/False."""
+    model, _ = bpe_model
+    out = tmp_path / "x.safetensors"
+    r = run("train", "--data", text, "--init-from", model, "--no-bias", "--out", out)
+    msg = assert_one_line_error(r, "--no-bias conflicts with --init-from", "whose model has "
+                                "biases")
+    assert "True" not in msg and "False" not in msg and r.exit_code == 2
+    r = run("train", "--resume", model, "--no-bias")
+    msg = assert_one_line_error(r, "--no-bias conflicts with checkpoint", "which has --bias;")
+    assert "True" not in msg and "False" not in msg and r.exit_code == 2
+
+
+def test_a_tokens_model_on_a_text_file_names_data_format_text(text, tmp_path):
+    """--init-from a model of token shards with --data FILE.txt: the one-line error says
+    that a text file trains with --data-format text."""
+    need_backend("c")
+    shards = tmp_path / "chars"
+    assert run("prepare", text, "--out", shards).exit_code == 0
+    model = tmp_path / "tokens.safetensors"
+    r = run("train", "--arch", "gpt2", "--data-format", "tokens", "--data", shards, *SIZES,
+            "--steps", 1, "--samples", 0, "--out", model)
+    assert r.exit_code == 0, r.output
+    r = run("train", "--init-from", model, "--data", text, "--steps", 1, "--samples", 0,
+            "--out", tmp_path / "x.safetensors")
+    assert_one_line_error(r, f"--data {str(text)!r}", "not a folder of token shards",
+                          "--data-format text")

@@ -236,7 +236,8 @@ def find_splits(folder: str | Path) -> tuple[list[Path], list[Path], str]:
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(f"--data {str(folder)!r} is not a folder of token shards "
-                        "(--data-format tokens; make one with `microgpt-fut prepare`)")
+                        "(--data-format tokens; make one with `microgpt-fut prepare`, or "
+                        "train on a text file with --data-format text)")
     sets = shard_sets(folder)
     if len(sets) > 1:
         names = sorted(sets)

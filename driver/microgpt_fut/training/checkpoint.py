@@ -403,9 +403,9 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
         raise CheckpointError(f"cannot read {where}: {msg}") from None
     bad = first_nonfinite(tensors)
     if bad is not None:
-        raise CheckpointError(f"{where}: tensor {bad!r} holds NaN or infinite values, so the "
-                              "model is unusable (its run diverged: train again with a "
-                              "smaller --lr)")
+        raise CheckpointError(f"{where}: tensor {bad!r} holds NaN or infinite values: the "
+                              "file is unusable (microgpt-fut never saves such values; it "
+                              "was damaged or written elsewhere)")
     params = config.from_file(tensors)
     m = config.from_file(tensors, "adam.m.") if adam else None
     v = config.from_file(tensors, "adam.v.") if adam else None

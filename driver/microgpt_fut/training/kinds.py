@@ -10,6 +10,7 @@ default the kind gives).
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -260,13 +261,9 @@ class TokensKind(StreamKind):
             theirs = folder_tokenizer(Path(plan.data), find_splits(plan.data)[2])
             if theirs is not None and (type(theirs) is not type(tok) or
                                        theirs.to_json() != tok.to_json()):
-                source = (f"--init-from {str(plan.init_path)!r}" if plan.init is not None else
-                          f"--tokenizer {plan.tokenizer_choice!r}")
                 raise OptionConflict(
                     f"--data {str(plan.data)!r} holds shards made by another tokenizer "
-                    f"(vocab size {theirs.size}) than {source}'s (vocab size {tok.size}): "
-                    "prepare the text again with `microgpt-fut prepare --tokenizer` of that "
-                    "model's tokenizer")
+                    f"(vocab size {theirs.size}) than {_tokenizer_fix(plan, tok)}")
         return load_tokens(plan.data, plan.block_size, tok)
 
     def describe(self, data: TextData, block_size: int) -> tuple[str, str]:
@@ -277,6 +274,26 @@ class TokensKind(StreamKind):
 
     def data_tokens(self, data: TextData, block_size: int) -> int:
         return 0  # memory-mapped
+
+
+def _tokenizer_fix(plan, tok: Tokenizer) -> str:
+    """The end of the error for shards of another tokenizer: the tokenizer's source
+    (--init-from or --tokenizer), its vocab size, and how to make shards of it: prepare
+    --tokenizer of a folder or file as it is, of a .safetensors model after export-hf
+    wrote its folder; a character model may train on the text with --data-format text."""
+    if plan.init is None:
+        source = path = str(plan.tokenizer_choice)
+        where = f"--tokenizer {source!r}"
+    else:
+        source = str(plan.init_path)
+        where = f"the model of --init-from {source!r}"
+        path = source if Path(source).is_dir() else "DIR"
+    fix = f"`microgpt-fut prepare TEXT --tokenizer {shlex.quote(path)}`"
+    if path == "DIR":
+        fix = f"`microgpt-fut export-hf {shlex.quote(source)} DIR`, then " + fix
+    if isinstance(tok, CharVocab):
+        fix += ", or train on the text itself with --data-format text"
+    return f"{where} (vocab size {tok.size}): make shards of it with {fix}"
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (LinesKind(), TextKind(), TokensKind())}

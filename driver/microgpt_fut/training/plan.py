@@ -53,6 +53,15 @@ def opt(name: str) -> str:
     return "--bias/--no-bias" if name == "bias" else "--" + name.replace("_", "-")
 
 
+def given_as(name: str, value) -> str:
+    """An option with its value as the command line spells it: "--n-embd 32", and for a
+    flag "--bias" or "--no-bias" (never Python's True/False)."""
+    if isinstance(value, bool):
+        flag = name.replace("_", "-")
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"{opt(name)} {value}"
+
+
 def applies_to(name: str) -> tuple[str, list[str]]:
     """Where a train option applies, from the declarations: ("--arch", ["gpt2"]),
     ("--data-format", ["text", "tokens"]), or ("", []) for every run."""
@@ -252,8 +261,9 @@ def _init(p: Plan, o: dict, given: dict) -> None:
         value, have = given.get(name), getattr(init.config, name)
         if value is None or value == have or (name == "block_size" and value < have):
             continue
-        raise ResumeConflict(f"{opt(name)} {value} conflicts with {where}, whose model has "
-                             f"{have}; leave it out (the model keeps its sizes; --block-size "
+        has = (("biases" if have else "no biases") if name == "bias" else have)
+        raise ResumeConflict(f"{given_as(name, value)} conflicts with {where}, whose model has "
+                             f"{has}; leave it out (the model keeps its sizes; --block-size "
                              "may only be smaller)")
     T = given.get("block_size")
     if T is not None and T < init.config.block_size:  # nanoGPT's crop_block_size
@@ -290,8 +300,8 @@ def _resume(o: dict, given: dict, family: Family, kind: Kind) -> Plan:
     for name in family.size_options:
         have = getattr(ck.config, name)
         if given.get(name) is not None and given[name] != have:
-            raise ResumeConflict(f"{opt(name)} {given[name]} conflicts with {where}, which has "
-                                 f"{opt(name)} {have}; a resumed run keeps the checkpoint's "
+            raise ResumeConflict(f"{given_as(name, given[name])} conflicts with {where}, which "
+                                 f"has {given_as(name, have)}; a resumed run keeps the checkpoint's "
                                  "model sizes")
     try:
         settings = Settings.from_train(t, o["steps_per_call"], o["threads"])
