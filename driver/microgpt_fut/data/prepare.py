@@ -345,13 +345,19 @@ def remove_empty(folders: list[Path]) -> None:
 
 
 def remove_tree(folder: Path, tries: int = 100) -> bool:
-    """Remove ``folder`` and all in it, again while another thread still writes into it
-    (a second signal's cleanup runs beside the main thread, which may make a file after
-    rmtree listed the folder: then rmtree is repeated). True when it is gone."""
+    """Remove ``folder`` and all in it, also while another thread still writes into it (a
+    second signal's cleanup runs beside the main thread). The folder is first renamed
+    aside (atomic), so that the writer's next file, made by the old path, fails instead
+    of refilling it; rmtree is repeated should a file still land. True when it is gone."""
+    target = folder
+    with contextlib.suppress(OSError):
+        aside = folder.with_name(folder.name + "-removing")
+        os.rename(folder, aside)
+        target = aside
     for _ in range(tries):
-        shutil.rmtree(folder, ignore_errors=True)
-        if not (folder.exists() or folder.is_symlink()):
-            return True
+        shutil.rmtree(target, ignore_errors=True)
+        if not (target.exists() or target.is_symlink()):
+            return not (folder.exists() or folder.is_symlink())
     return False
 
 
