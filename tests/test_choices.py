@@ -120,16 +120,24 @@ def test_string_labels_of_hugging_faces_hellaswag_are_read(tmp_path):
     assert [e.label for e in choices.read_examples(f)] == [r["label"] for r in rows]
 
 
-def test_eval_checks_every_example_before_scoring(tmp_path):
-    """A character the model's vocabulary lacks, in the third example, is named with the
-    file and the example, before the backend starts (as train --eval-choices)."""
+def tiny_text_model(tmp_path, block_size: int):
+    """A one-step GPT-2 of the characters of a short text, saved as tmp_path/m.safetensors;
+    returns the text's path."""
     text = tmp_path / "t.txt"
     text.write_text("the cat sat on the mat. a dog ran.\n" * 40)
     r = CliRunner().invoke(main, ["train", "--arch", "gpt2", "--data", str(text), "--steps", "1",
                                   "--n-embd", "8", "--n-head", "2", "--n-layer", "1",
-                                  "--block-size", "32", "--batch-size", "2", "--samples", "0",
-                                  "--out", str(tmp_path / "m.safetensors"), "--quiet"])
+                                  "--block-size", str(block_size), "--batch-size", "2",
+                                  "--samples", "0", "--out", str(tmp_path / "m.safetensors"),
+                                  "--quiet"])
     assert r.exit_code == 0, r.output
+    return text
+
+
+def test_eval_checks_every_example_before_scoring(tmp_path):
+    """A character the model's vocabulary lacks, in the third example, is named with the
+    file and the example, before the backend starts (as train --eval-choices)."""
+    tiny_text_model(tmp_path, 32)
     good = {"ctx": "the cat", "endings": ["sat", "ran"], "label": 0}
     f = tmp_path / "c.jsonl"
     f.write_text("\n".join(json.dumps(x) for x in
@@ -208,13 +216,7 @@ def test_a_bom_is_read_and_a_long_example_names_the_fix(tmp_path):
     f.write_bytes(b"\xef\xbb\xbf" + rows.encode("utf-8"))
     want = [json.loads(ln)["label"] for ln in rows.splitlines() if ln.strip()]
     assert [e.label for e in choices.read_examples(f)] == want
-    text = tmp_path / "t.txt"
-    text.write_text("the cat sat on the mat. a dog ran.\n" * 40)
-    r = CliRunner().invoke(main, ["train", "--arch", "gpt2", "--data", str(text), "--steps", "1",
-                                  "--n-embd", "8", "--n-head", "2", "--n-layer", "1",
-                                  "--block-size", "16", "--batch-size", "2", "--samples", "0",
-                                  "--out", str(tmp_path / "m.safetensors"), "--quiet"])
-    assert r.exit_code == 0, r.output
+    text = tiny_text_model(tmp_path, 16)
     long = tmp_path / "long.jsonl"
     long.write_bytes(b"\xef\xbb\xbf" + json.dumps(
         {"ctx": "the cat sat on the mat. " * 3, "endings": ["a dog", "the mat"], "label": 0}
