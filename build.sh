@@ -53,10 +53,17 @@ flag_set() {  # flag_set cflags|ldflags SET COMPILER: that set's flags for COMPI
     printf '%s ' "$f"
   done | sed 's/ $//'
 }
-# clang, when there is one (pocl depends on it), for the c/multicore kernels:
-# it vectorises the generated loops, where gcc 12 leaves the big training
-# function scalar (measured 4-6x faster training from n_embd 64 up).
-CLANG=$(command -v clang || ls /usr/bin/clang-[0-9]* 2>/dev/null | sort -V | tail -n1 || true)
+# clang for the c/multicore kernels: it vectorises the generated loops, where gcc 12
+# leaves the big training function scalar (measured 4-6x faster training from n_embd
+# 64 up), and the newer the better (clang 19 and 22 vectorise the products and the
+# element-wise loops far better than 15: bench/README.md). The newest /usr/bin/clang-N,
+# else clang on PATH; $CLANG picks another. Resolved again after step 1 installs one.
+find_clang() {
+  ls /usr/bin/clang-[0-9]* 2>/dev/null | grep -E '/clang-[0-9]+$' | sort -V | tail -n1 ||
+    command -v clang || true
+}
+CLANG_SET=${CLANG:-}
+CLANG=${CLANG:-$(find_clang)}
 kernel_cc() {  # kernel_cc TARGET: the C compiler for futhark-ffi's build of the generated C
   if [ "$(field "$1" compiler)" = clang ] && [ -n "$CLANG" ]; then echo "$CLANG"; else echo "${CC:-cc}"; fi
 }
@@ -93,15 +100,27 @@ for p in ocl-icd-opencl-dev pocl-opencl-icd clinfo gcc python3-venv openmpi-bin 
 done
 # python3-venv is only needed when the python3 on PATH is Debian's own
 if [ "$(command -v python3)" != /usr/bin/python3 ]; then need_pkgs=${need_pkgs// python3-venv/}; fi
+# the newest clang that Debian offers here (Debian 12: clang-22 from bookworm-security,
+# clang-19; pocl brings clang-15), unless one of these or $CLANG is present already
+NEW_CLANGS="22 21 20 19"
+have_new_clang() { local v; for v in $NEW_CLANGS; do [ -x "/usr/bin/clang-$v" ] && return 0; done; return 1; }
+updated=0
+if [ -z "${GENERATE_ONLY:-}" ] && [ -z "${CLANG_SET:-}" ] && ! have_new_clang; then
+  $SUDO apt-get update -q && updated=1
+  for v in $NEW_CLANGS; do
+    if apt-cache show "clang-$v" >/dev/null 2>&1; then need_pkgs="$need_pkgs clang-$v"; break; fi
+  done
+fi
 if [ -n "${GENERATE_ONLY:-}" ]; then
   say "GENERATE_ONLY: no system packages or virtual environment needed"
 elif [ -n "${need_pkgs// /}" ]; then
   say "installing Debian packages:$need_pkgs"
-  $SUDO apt-get update -q
+  [ "$updated" = 1 ] || $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $need_pkgs
 else
-  say "Debian packages present (OpenCL loader + headers, pocl, clinfo, gcc, Open MPI)"
+  say "Debian packages present (OpenCL loader + headers, pocl, clinfo, gcc, clang, Open MPI)"
 fi
+[ -n "${CLANG_SET:-}" ] || CLANG=$(find_clang)  # what step 1 installed (pocl's clang-15 at least)
 
 # --- 2. Futhark compiler -------------------------------------------------------
 version_ok() {  # version_ok BINARY -> prints version, succeeds if >= FUTHARK_MIN

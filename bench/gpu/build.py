@@ -61,12 +61,14 @@ def backend_of(name: str) -> str:
 
 
 def compiler(name: str) -> str:
-    """The target's C compiler as build.sh picks it: "clang" in the table is the newest
-    clang here (clang on PATH, else /usr/bin/clang-N), else $CC or cc, as "cc" is."""
+    """The target's C compiler as build.sh picks it: "clang" in the table is $CLANG, else
+    the newest /usr/bin/clang-N, else clang on PATH, else $CC or cc, as "cc" is."""
     if target_row(name)["compiler"] == "clang":
-        versions = sorted(Path("/usr/bin").glob("clang-[0-9]*"),
-                          key=lambda p: [int(x) for x in re.findall(r"\d+", p.name)])
-        found = shutil.which("clang") or (versions and str(versions[-1]))
+        versions = sorted((p for p in Path("/usr/bin").glob("clang-[0-9]*")
+                           if re.fullmatch(r"clang-\d+", p.name)),
+                          key=lambda p: int(p.name.split("-")[1]))
+        found = (os.environ.get("CLANG") or (versions and str(versions[-1]))
+                 or shutil.which("clang"))
         if found:
             return found
     return os.environ.get("CC", "cc")
