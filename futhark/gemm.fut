@@ -77,21 +77,33 @@ def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p
 
 -- | b: [K][M] as panels of 16 columns, [(M + 15) / 16][K][16], p[j][k][c] =
 -- b[k][16 j + c] (zero past M): the right operand of `gemm`, each panel read
--- along k as one contiguous stream.  A `tabulate` of its own (`opaque`): as a
--- transposed view of b (`transpose`, even copied), the panels' reads went
--- through b's layout in the training step, with integer divisions and gathers.
+-- along k as one contiguous stream.  Written element by element into one flat
+-- array by sequential loops: as a `tabulate` of [16] rows, each row went
+-- through a temporary array and a runtime copy (`lmad_copy`), and the whole
+-- result was copied once more (5 % of the recipe's step); as a transposed view
+-- of b, the panels' reads went through b's layout in the training step, with
+-- integer divisions and gathers.
 def panels [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
   let J = (M + 15) / 16
-  let b = if M == 16 * J then b :> [K][J * 16]f32
-          else map (\r -> r ++ replicate (16 * J - M) 0 :> [J * 16]f32) b
-  in opaque (tabulate J (\j -> tabulate K (\k -> tabulate 16 (\c -> b[k, 16 * j + c]))))
+  -- every index is in bounds: c < 16, and columns past M are not read
+  let p = #[unsafe]
+          loop p = replicate (J * K * 16) 0 for j < J do
+            loop p for k < K do
+              loop p for c < 16 do
+                let col = 16 * j + c
+                in p with [(j * K + k) * 16 + c] = if col < M then b[k, col] else 0
+  in unflatten_3d p
 
 -- | `panels` of w's transpose, from w: [M][K] as it lies: p[j][k][c] = w[16 j + c][k].
 def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
   let J = (M + 15) / 16
-  let w = if M == 16 * J then w :> [J * 16][K]f32
-          else w ++ replicate (16 * J - M) (replicate K 0) :> [J * 16][K]f32
-  in opaque (tabulate J (\j -> tabulate K (\k -> tabulate 16 (\c -> w[16 * j + c, k]))))
+  let p = #[unsafe]
+          loop p = replicate (J * K * 16) 0 for j < J do
+            loop p for k < K do
+              loop p for c < 16 do
+                let row = 16 * j + c
+                in p with [(j * K + k) * 16 + c] = if row < M then w[row, k] else 0
+  in unflatten_3d p
 
 -- | c[i][j] = sum over k of a(i, k) * b[k][j], for i < n and j < m <= 16 J, with
 -- b as `panels` p and the left operand read through a (its rows as they lie, or

@@ -29,8 +29,9 @@ def relu (x: f32) : f32 = f32.max x 0
 -- vectorises (libm's expf and tanhf are scalar calls: GPT-2's GELU spent more
 -- time in them than in its products): x = n ln2 + r, |r| <= ln2/2, e^r by its
 -- Taylor polynomial of degree 6 (relative error 2.5e-7 at most), 2^n by the exponent's bits.
+#[inline]
 def exp_nonpos (x: f32) : f32 =
-  let x = f32.max x (-87)
+  let x = if x < -87 then -87 else x  -- not f32.max, which turns NaN into -87
   let n = f32.floor (x * 1.442695041 + 0.5)
   -- ln2 in two parts (Cody & Waite), so that r is exact
   let r = x - n * 0.693359375 + n * 2.12194440e-4
@@ -41,6 +42,7 @@ def exp_nonpos (x: f32) : f32 =
 -- | tanh by `exp_nonpos`: (1 - e) / (1 + e) with e = e^(-2|x|), x's sign
 -- (absolute error under 1e-6 of f32.tanh: tested below).  |x| by a branch, not
 -- f32.abs and copysign, whose derivatives under `vjp2` are 0 at x = 0.
+#[inline]
 def tanh_fast (x: f32) : f32 =
   let neg = x < 0
   let e = exp_nonpos (2 * (if neg then x else -x))
@@ -56,10 +58,12 @@ def argmax [n] (xs: [n]f32) : i64 =
 -- (a causal mask).  The shift for stability is the largest valid logit, read
 -- at its index: softmax is shift-invariant, and reverse AD then differentiates
 -- one indexing instead of a max-reduction (6x cheaper attention backward).
+-- The shifted logits are <= 0, so e^x is `exp_nonpos`, which clang vectorises
+-- (libm's expf was a call per element).
 def masked_softmax [n] (n_valid: i64) (logits: [n]f32) : [n]f32 =
   let masked = map2 (\i v -> if i < n_valid then v else -f32.inf) (iota n) logits
   let max_val = logits[argmax masked]
-  let exps = map2 (\i v -> if i < n_valid then f32.exp (v - max_val) else 0) (iota n) logits
+  let exps = map2 (\i v -> if i < n_valid then exp_nonpos (v - max_val) else 0) (iota n) logits
   let total = f32.sum exps
   in map (/ total) exps
 
@@ -70,7 +74,7 @@ def softmax [n] (logits: [n]f32) : [n]f32 = masked_softmax n logits
 -- (shifted by the largest logit, taken at its index as in `masked_softmax`).
 def nll [n] (logits: [n]f32) (target: i64) : f32 =
   let max_val = logits[argmax logits]
-  let lse = max_val + f32.log (f32.sum (map (\v -> f32.exp (v - max_val)) logits))
+  let lse = max_val + f32.log (f32.sum (map (\v -> exp_nonpos (v - max_val)) logits))
   in lse - logits[target]
 
 -- | A batch's inputs and next-token targets, each [B][n]: the first n =
