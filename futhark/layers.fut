@@ -4,9 +4,8 @@
 --
 -- A linear layer's three products (y = x w^T, dx = dy w, dW = dy^T x) are
 -- gemm.fut's, each reading its operands as they lie (no transposed copies).
--- Attention's small per-head products are `matmul`s (rows of one operand
--- against rows of the other, contiguous dot products), their transposes copied
--- into fresh arrays first (`transposed`).  What reverse AD (`vjp2`)
+-- Attention's per-head products are gemm.fut's too, each in the orientation
+-- it needs.  What reverse AD (`vjp2`)
 -- makes of the same forward instead accumulates each weight's gradient one
 -- position at a time (a rank-1 update of the whole matrix per position).
 --
@@ -24,15 +23,6 @@ import "tensor"
 -- [n][C] arrays are small enough to stay in the cache.
 def transposed [n][m] (a: [n][m]f32) : [m][n]f32 =
   opaque (tabulate m (\i -> tabulate n (\j -> a[j, i])))
-
--- | y = x w^T: x: [N][K], w: [M][K] -> [N][M] as dot products of rows, for
--- attention's per-head products (n positions by head_dim; the linear layers
--- take gemm.fut's `matmul_nt`).  Both operands are arrays of their own
--- (`opaque`): an element-wise producer (softmax) fused into the product is
--- recomputed for every dot product.
-def matmul [N][K][M] (x: [N][K]f32) (w: [M][K]f32) : [N][M]f32 =
-  let (x, w) = (opaque x, opaque w)
-  in map (\xr -> map (dot xr) w) x
 
 -- | The backward of a linear layer y = x w^T (`matmul_nt`): dx = dy w: [N][K]
 -- and dw = dy^T x: [M][K] for dy: [N][M] (llm.c's matmul_backward).  dw is
@@ -134,8 +124,9 @@ def attention_forward [n][C] (H: i64) (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f3
                       : ([n][C]f32, [H][n][n]f32) =
   let scale = 1 / f32.sqrt (f32.i64 (C / H))
   let head (qh: [n][C / H]f32) (kh: [n][C / H]f32) (vh: [n][C / H]f32) =
-    let att = map2 (\t row -> masked_softmax (t + 1) (map (* scale) row)) (iota n) (matmul qh kh)
-    in (matmul att (transposed vh), att)
+    let att = map2 (\t row -> masked_softmax (t + 1) (map (* scale) row)) (iota n)
+                   (matmul_nt qh kh)
+    in (matmul_nn att vh, att)
   let (o, att) = unzip (map3 head (heads_of H q) (heads_of H k) (heads_of H v))
   in (merge_heads_of C o, att)
 
@@ -149,12 +140,12 @@ def attention_backward [n][C][H] (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f32)
   let scale = 1 / f32.sqrt (f32.i64 (C / H))
   let head (qh: [n][C / H]f32) (kh: [n][C / H]f32) (vh: [n][C / H]f32) (p: [n][n]f32)
            (doh: [n][C / H]f32) =
-    let dp = matmul doh vh
-    let dv = matmul (transposed p) (transposed doh)
+    let dp = matmul_nt doh vh
+    let dv = matmul_tn p doh
     let ds = map2 (\pr dpr -> let c = dot pr dpr in map2 (\pi dpi -> scale * pi * (dpi - c)) pr dpr)
                   p dp
-    let dq = matmul ds (transposed kh)
-    let dk = matmul (transposed ds) (transposed qh)
+    let dq = matmul_nn ds kh
+    let dk = matmul_tn ds qh
     in (dq, dk, dv)
   let (dq, dk, dv) = unzip3 (map5 head (heads_of H q) (heads_of H k) (heads_of H v) att
                                        (heads_of H dout))
