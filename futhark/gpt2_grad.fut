@@ -74,7 +74,8 @@ def embed [V][C][T][L][F][N] (p: params [V][C][T][L][F]) (inputs: [N]i64) (posit
 
 -- | The mean next-token NLL of a batch computed over all its positions at once
 -- (each linear layer one product), without saving anything: the forward that
--- `loss_grad_vjp2` differentiates.
+-- `loss_grad_vjp2` differentiates, and what the evaluation (the `losses` entry)
+-- runs on c and multicore.
 def batch_loss [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [B][T1]i64)
                (n_pos: [B]i64) : f32 =
   let (inputs, targets) = batch_rows T tokens n_pos
@@ -159,6 +160,12 @@ module gpt2_model = {
     if grad_by_hand then loss_grad p h tokens n_pos
     else let (rows, targets) = batch_rows T tokens n_pos
          in vjp2 (\q -> mean_nll (map (gpt_seq q h) rows) targets n_pos) p 1
+  -- the same forward as `loss_grad`'s (`batch_loss`), or `gpt_seq` row by row
+  def loss [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [B][T1]i64)
+           (n_pos: [B]i64) : f32 =
+    if grad_by_hand then batch_loss p h tokens n_pos
+    else let (rows, targets) = batch_rows T tokens n_pos
+         in mean_nll (map (gpt_seq p h) rows) targets n_pos
   def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64)
                  (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32) =
     gpt_tokens p h tokens pos keys values

@@ -38,6 +38,10 @@ module type gpt_model = {
   val loss_grad [V][C][T][L][F][B][T1] : params [V][C][T][L][F] -> hyper -> [B][T1]i64 -> [B]i64
                                        -> (f32, params [V][C][T][L][F])
 
+  -- | The mean next-token NLL over the valid positions of a batch, as
+  -- `loss_grad`'s loss, without the gradient (evaluation).
+  val loss [V][C][T][L][F][B][T1] : params [V][C][T][L][F] -> hyper -> [B][T1]i64 -> [B]i64 -> f32
+
   -- | The sampling forward: logits [n][V] for one token of each of n sequences,
   -- all at position `pos`, appending their keys and values to the caches
   -- [L][n][T][C] (rows 0..pos-1 filled by earlier calls).

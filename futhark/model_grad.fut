@@ -81,6 +81,19 @@ def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (H: i64)
               attn_wq = d_wq, attn_wk = d_wk, attn_wv = d_wv, attn_wo = d_wo,
               mlp_fc1 = d_fc1, mlp_fc2 = d_fc2 })
 
+-- | The mean next-token NLL of a batch (`compute_loss` in train.fut), by
+-- `loss_grad`'s forward over all positions at once, saving nothing: what the
+-- evaluation (the `loss` entry) runs on c and multicore.
+def batch_loss [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (H: i64)
+               (tokens: [B][T1]i64) (n_pos: [B]i64) : f32 =
+  let (inputs, targets) = batch_rows T tokens n_pos
+  let n = length inputs[0]
+  let N = B * n
+  let (inputs, targets, positions, weights) = flat_batch N inputs targets n_pos
+  let emb = map2 (\tok t -> map2 (+) p.wte[tok] p.wpe[t]) inputs positions
+  let x = loop x = map rmsnorm emb for li < L do (block_forward p H B n li x).0
+  in weighted_nll (matmul_nt x p.lm_head) targets weights
+
 -- | microgpt as a `gpt_model` (gpt_model.fut): its hyper-parameter is n_head.
 module microgpt_model = {
   type hyper = i64
@@ -97,6 +110,12 @@ module microgpt_model = {
     if grad_by_hand then loss_grad p n_head tokens n_pos
     else let (rows, targets) = batch_rows T tokens n_pos
          in vjp2 (\q -> mean_nll (map (gpt_seq q n_head) rows) targets n_pos) p 1
+  -- the same forward as `loss_grad`'s (`batch_loss`), or `gpt_seq` row by row
+  def loss [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (n_head: i64)
+           (tokens: [B][T1]i64) (n_pos: [B]i64) : f32 =
+    if grad_by_hand then batch_loss p n_head tokens n_pos
+    else let (rows, targets) = batch_rows T tokens n_pos
+         in mean_nll (map (gpt_seq p n_head) rows) targets n_pos
   def gpt_tokens [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64) (tokens: [n]i64)
                  (pos: i64) (keys: *[L][n][T][C]f32) (values: *[L][n][T][C]f32) =
     gpt_tokens p n_head tokens pos keys values

@@ -30,14 +30,13 @@ module trainer (M: gpt_model) = {
     {params = p, m = params_zeros p, v = params_zeros p, step = 0, hyper}
 
   -- | Mean next-token negative log-likelihood over the valid positions of a batch
-  -- (nn.fut's `mean_nll`) by the model's training forward.  tokens: [B][T+1];
-  -- n_pos[b] <= T is the number of positions of row b that count (microgpt:
-  -- min(T, len(doc)+1); a text window: T).  B = 1 with a names row is
-  -- microgpt's loss exactly.
+  -- (nn.fut's `mean_nll`) by the model's training forward (`M.loss`).  tokens:
+  -- [B][T+1]; n_pos[b] <= T is the number of positions of row b that count
+  -- (microgpt: min(T, len(doc)+1); a text window: T).  B = 1 with a names row
+  -- is microgpt's loss.
   def compute_loss [V][C][T][L][F][B][T1] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
                    (tokens: [B][T1]i64) (n_pos: [B]i64) : f32 =
-    let (rows, targets) = batch_rows T tokens n_pos
-    in mean_nll (map (M.gpt_seq p hyper) rows) targets n_pos
+    M.loss p hyper tokens n_pos
 
   -- | The loss and its gradient with respect to every weight (the model's
   -- `loss_grad`), the whole batch at once.
