@@ -78,6 +78,19 @@ def broken_checkpoints(folder: Path, good: Path) -> list[tuple[Path, str]]:
             (cut, "truncated")]
 
 
+def overwrite_float(path: Path, name: str, value: float, index: int = 0) -> None:
+    """Overwrite float32 number ``index`` of tensor ``name`` in the safetensors file, in
+    place (its offset from the header: an 8-byte length, the JSON, then the data)."""
+    import json
+    import struct
+
+    data = bytearray(path.read_bytes())
+    n = struct.unpack("<Q", data[:8])[0]
+    start = 8 + n + json.loads(data[8:8 + n])[name]["data_offsets"][0] + 4 * index
+    data[start:start + 4] = struct.pack("<f", value)
+    path.write_bytes(bytes(data))
+
+
 def diverge(training) -> int:
     """Run a Training that must diverge; check that it is left at the last good step
     (finite state and losses, step = first bad step - 1) and return the bad step."""

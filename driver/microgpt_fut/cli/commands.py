@@ -541,7 +541,7 @@ def sample(ctx, **o):
     _check_threads(o["threads"], o["backend"])
     path = o["checkpoint"]
     with user_errors():
-        ck = hf.load_checkpoint(path) if hf.is_folder(path) else ckpt.load(path, adam=False)
+        ck = hf.load_model(path)
     kind = KINDS[ck.data_format]
     given = _given(ctx)
     for name in set(given) - {"num", "temperature", "checkpoint", "seed", "backend", "device",
@@ -610,8 +610,7 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
     the lowest mean loss per token."""
     with user_errors():
         examples = choices.read_examples(choices_file)
-        ck = (hf.load_checkpoint(checkpoint) if hf.is_folder(checkpoint) else
-              ckpt.load(checkpoint, adam=False))
+        ck = hf.load_model(checkpoint)
     if ck.data_format == "lines":
         raise bad_option(f"--checkpoint {str(checkpoint)!r} is a names model; eval scores "
                           "text models")

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..data import tokenizer as tokenizers
+from . import checkpoint as ckpt
 from .checkpoint import Checkpoint, CheckpointError, first_nonfinite
 from ..errors import DataError
 from ..models.gpt2 import GPT2Config
@@ -314,6 +315,14 @@ def load_checkpoint(folder: str | Path) -> Checkpoint:
     vocab = list(tok.chars) if isinstance(tok, tokenizers.CharVocab) else []
     return Checkpoint(config, vocab, params, step=0, data_format="text", tokenizer=tok,
                       train={"data": f"Hugging Face folder {str(folder)}"})
+
+
+def load_model(path: str | Path) -> Checkpoint:
+    """The model that ``sample``, ``eval`` and ``train --init-from`` read: a Hugging Face
+    GPT-2 folder (``load_checkpoint``), else a checkpoint file without Adam's moments
+    (checkpoint.load, which checks each tensor's checksum). Raises HFError or
+    CheckpointError, one line naming the path."""
+    return load_checkpoint(path) if is_folder(path) else ckpt.load(path, adam=False)
 
 
 # --------------------------------------------------------------------------- export

@@ -249,7 +249,7 @@ def _init(p: Plan, o: dict, given: dict) -> None:
     positional table cropped to a smaller --block-size."""
     path = p.init_path = o["init_from"]
     where = f"--init-from {str(path)!r}"
-    init = hf.load_checkpoint(path) if hf.is_folder(path) else ckpt.load(path, adam=False)
+    init = hf.load_model(path)
     if init.arch != p.family.arch or (init.data_format == "lines") != (p.kind.name == "lines"):
         raise OptionConflict(f"{where} is a {init.arch} model of {init.data_format}; this run "
                              f"trains {p.family.arch} on {p.kind.name}")
