@@ -217,6 +217,54 @@ def test_resume_on_other_text_and_foreign_csv_are_refused(text_file, tmp_path):
     assert mine.read_text() == "name,score\nada,1\n"
 
 
+def test_a_foreign_png_beside_out_is_refused_and_kept(text_file, tmp_path):
+    """A user's own NAME.losses.png is not replaced by `train --out NAME.safetensors`
+    (nor with --overwrite, as the CSV): one line naming it, exit 1, the file unchanged,
+    nothing written. The run's own plot is replaced by its next run (--overwrite), and a
+    plot beside a loss CSV of an older microgpt-fut (no mark) by its --resume."""
+    from PIL import Image
+
+    mine = tmp_path / "shk2.losses.png"
+    Image.new("RGB", (4, 3), "red").save(mine)  # a PNG of the user's
+    before = mine.read_bytes()
+    out = tmp_path / "shk2.safetensors"
+    for extra in ((), ("--overwrite",)):
+        r = run_cli(*train_args(text_file, out, "--steps", "2", *extra))
+        assert_one_line_error(r, repr(str(mine)), "is not a loss plot of microgpt-fut",
+                              "refusing to overwrite it")
+        assert r.exit_code == 1 and mine.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["shk2.losses.png"]
+    mine.unlink()
+    assert run_cli(*train_args(text_file, out, "--steps", "2")).exit_code == 0
+    ours = mine.read_bytes()
+    assert Image.open(mine).text["microgpt-fut"] == "loss curves"
+    r = run_cli(*train_args(text_file, out, "--steps", "3", "--overwrite"))
+    assert r.exit_code == 0, r.output
+    assert mine.read_bytes() != ours
+    # an older version's plot: matplotlib's, unmarked, beside its loss CSV
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = plt.figure()
+    fig.savefig(mine, format="png")
+    plt.close(fig)
+    r = run_cli(*train_args(text_file, out, "--steps", "4", "--overwrite"))
+    assert r.exit_code == 0, r.output
+    assert "microgpt-fut" in Image.open(mine).text
+
+
+def test_the_saved_line_names_the_files_where_they_are(text_file, tmp_path):
+    """--out in another folder: the saved line gives the loss files' paths in that folder
+    (it used to give their bare names, as if in the current folder)."""
+    (tmp_path / "cfg").mkdir()
+    out = tmp_path / "cfg" / "cfgrun.safetensors"
+    r = run_cli(*train_args(text_file, out, "--steps", "2"))
+    assert r.exit_code == 0, r.output
+    csv_path, png_path = out.with_suffix(".losses.csv"), out.with_suffix(".losses.png")
+    assert f"saved {out}, {csv_path}, {png_path}\n" in r.output
+    assert csv_path.exists() and png_path.exists()
+
+
 def test_threads_agree_with_one_context(text_file, tmp_path):
     """--threads 2 (the windows of each step split over two c contexts, the recipe on
     the host) gives one context's losses, evaluations and weights to float32 rounding,

@@ -481,8 +481,7 @@ def train(ctx, **o):
     elif not kind.evaluates:
         last = min(100, run.num_steps)
         say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
-    say(f"saved {out}" + (", {}, {}".format(*(f.name for f in curves.paths(out)))
-                          if kind.evaluates else ""))
+    say(f"saved {out}" + (", {}, {}".format(*curves.paths(out)) if kind.evaluates else ""))
     exit_if_stdout_closed(ctx, saved_step(run, out))
     n = kind.samples if o["samples"] is None else o["samples"]
     temperature = kind.temperature if o["temperature"] is None else o["temperature"]
