@@ -103,9 +103,13 @@ class Checkpoint:
         return self.config.arch
 
     def text_tokenizer(self) -> tokenizers.Tokenizer:
-        """The tokenizer of a text model: ``tokenizer``, else the CharVocab of ``vocab``."""
-        return self.tokenizer if self.tokenizer is not None else \
-            tokenizers.CharVocab("".join(self.vocab))
+        """The tokenizer of a text model: ``tokenizer``, else the CharVocab of ``vocab``;
+        a model of lines reads text with its BOS token (the last) as the newline, the
+        separator of its documents in a file (so that it trains on text: --init-from)."""
+        if self.tokenizer is not None:
+            return self.tokenizer
+        return tokenizers.CharVocab("".join(self.vocab) + ("\n" if self.data_format == "lines"
+                                                           else ""))
 
 
 def _stored_vocab(ck: Checkpoint) -> tuple[list[str], str | None]:
