@@ -71,6 +71,20 @@ def test_bpe_run_exports_to_a_folder_transformers_loads_with_our_logits(bpe_run,
     assert run("export-hf", bpe_run, folder, "--overwrite").exit_code == 0
 
 
+def test_an_empty_prompt_starts_from_endoftext(bpe_run):
+    """--prompt "" continues GPT-2's <|endoftext|> (nanoGPT's and transformers' start of
+    text) and prints only the new text: what the prompt "<|endoftext|>" (that token)
+    prints after it, greedily. It used to be refused for every model."""
+    def greedy(prompt):
+        r = run("sample", "--checkpoint", bpe_run, "--prompt", prompt, "--temperature", 0,
+                "--max-new-tokens", 12, "--plain")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    assert "<|endoftext|>" + greedy("") == greedy("<|endoftext|>")
+    assert len(greedy("")) > 0
+
+
 def test_bpe_run_resumes_bit_for_bit(bpe_run, text_file, tmp_path, monkeypatch):
     """A real SIGINT after the call ending at step 20 saves; `train --resume` (which
     reads the BPE back from the checkpoint) then ends with the straight run's bits."""

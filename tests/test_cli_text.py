@@ -475,6 +475,49 @@ def test_exit_status_2_for_the_options_1_for_the_rest(text_file, tmp_path):
         assert r.exit_code == 1, (args, r.stderr)
 
 
+def test_exit_statuses_and_messages_follow_the_rule(text_file, tmp_path):
+    """Issue 41: a missing, unreadable or broken --config file is 1 as a missing --data
+    (it was 2); export-hf of a model that is not GPT-2 is a usage error, 2 (it was 1); a
+    --prompt character outside the vocabulary names the fix; prepare, which has no model
+    yet, blames the tokenizer's vocabulary (it said "the model's")."""
+    for name, content, fragment in [("none.toml", None, "No such file"),
+                                    ("bad.toml", b"steps = = 5\n", "is not valid TOML"),
+                                    ("latin.toml", b"steps = 5\n\xff\n", "not UTF-8")]:
+        cfg = tmp_path / name
+        if content is not None:
+            cfg.write_bytes(content)
+        r = run_cli("train", "--config", cfg)
+        assert_one_line_error(r, "--config", repr(str(cfg)), fragment)
+        assert r.exit_code == 1, (name, r.stderr)
+    names = tmp_path / "names.safetensors"
+    data = tmp_path / "n.txt"
+    data.write_text("emma\nolivia\nava\n")
+    assert run_cli("train", "--data", data, "--steps", 1, "--samples", 0,
+                   "--out", names).exit_code == 0
+    r = run_cli("export-hf", names, tmp_path / "hf")
+    assert_one_line_error(r, "export-hf writes GPT-2 models", "microgpt model of lines",
+                          "--arch gpt2")
+    assert r.exit_code == 2 and not (tmp_path / "hf").exists()
+    out = tmp_path / "m.safetensors"
+    assert run_cli(*train_args(text_file, out, "--steps", "2")).exit_code == 0
+    r = run_cli("sample", "--checkpoint", out, "--prompt", "ROMEO€")
+    line = assert_one_line_error(r, "'€' (U+20AC) is not in the model's vocabulary",
+                                 "write --prompt with the model's characters")
+    assert repr(ckpt.load(out).text_tokenizer().chars) in line and r.exit_code == 2
+    r = run_cli("sample", "--checkpoint", out, "--prompt", "")  # a character model: no start
+    assert_one_line_error(r, "--prompt is empty", "no <|endoftext|> token",
+                          "give at least one character")
+    assert r.exit_code == 2
+    tok = tmp_path / "tok.json"
+    tok.write_text(ckpt.load(out).text_tokenizer().to_json(), encoding="utf-8")
+    euro = tmp_path / "euro.txt"
+    euro.write_text("ROMEO costs 5 €\n" * 50, encoding="utf-8")
+    r = run_cli("prepare", euro, "--out", tmp_path / "shards", "--tokenizer", tok)
+    line = assert_one_line_error(r, "is not in the tokenizer's vocabulary",
+                                 "give a tokenizer that has it")
+    assert "model" not in line and r.exit_code == 1
+
+
 def test_sample_help_counts_tokens_not_characters():
     r = run_cli("sample", "--help")
     text = " ".join(r.output.split())
