@@ -38,12 +38,12 @@ GPT2_124M = 124_439_808  # GPT-2 small's parameters (tied head), Hugging Face's 
 _RATE = re.compile(r"^trained (\d+) steps in ([\d.]+) s \(([\d,]+) tok/s\)$", re.M)
 
 
-def parse_rate(stdout: str) -> tuple[int, float, float]:
+def parse_rate(output: str) -> tuple[int, float, float]:
     """(steps, seconds, tokens/s) from train's line ``trained N steps in S s (X tok/s)``.
     Raises ValueError when the output has no such line."""
-    m = _RATE.search(stdout)
+    m = _RATE.search(output)
     if m is None:
-        raise ValueError(f"no 'trained ... tok/s' line in the output: {stdout[-300:]!r}")
+        raise ValueError(f"no 'trained ... tok/s' line in the output: {output[-300:]!r}")
     return int(m.group(1)), float(m.group(2)), float(m.group(3).replace(",", ""))
 
 
@@ -72,7 +72,7 @@ def run_once(kind: str, data: Path, steps: int, out: Path) -> dict:
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError(f"{kind} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
-    n, seconds, rate = parse_rate(r.stdout)
+    n, seconds, rate = parse_rate(r.stderr)  # train's progress and summary go to stderr
     return {"kind": kind, "steps": n, "tok_s": rate, "train_s": seconds, "wall_s": round(wall, 2),
             "started": started, "load_avg_1min": round(load, 2)}
 

@@ -39,13 +39,26 @@ def need_backend(backend: str = "c") -> None:
     need_library(backend)
 
 
+# The progress lines of a run (train's, prepare's BPE), which go to stderr (as tqdm's
+# and logging's) before an error that stops it.
+PROGRESS = ("data: ", "model: ", "step ", "saved checkpoint ", "starting from the weights ",
+            "resuming ", "training a BPE of ")
+
+
+def progress_aside(stderr: str) -> list[str]:
+    """stderr's lines without a training run's progress lines (PROGRESS)."""
+    return [ln for ln in stderr.strip().splitlines() if not ln.startswith(PROGRESS)]
+
+
 def assert_one_line_error(result, *fragments: str) -> str:
-    """A CliRunner result that failed with exactly one line `Error: ...` on stderr."""
+    """A CliRunner result that failed with exactly one line `Error: ...` on stderr
+    (beside the progress lines of a run that had started) and nothing on stdout."""
     assert result.exit_code != 0, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), \
         repr(result.exception)
     assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
+    assert result.stdout == "", result.stdout
+    lines = progress_aside(result.stderr)
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("Error: "), lines[0]
     for f in fragments:
@@ -76,6 +89,19 @@ def broken_checkpoints(folder: Path, good: Path) -> list[tuple[Path, str]]:
     cut.write_bytes(good.read_bytes()[:-100])
     return [(folder / "none.safetensors", "does not exist"), (text, "not a safetensors file"),
             (cut, "truncated")]
+
+
+def overwrite_float(path: Path, name: str, value: float, index: int = 0) -> None:
+    """Overwrite float32 number ``index`` of tensor ``name`` in the safetensors file, in
+    place (its offset from the header: an 8-byte length, the JSON, then the data)."""
+    import json
+    import struct
+
+    data = bytearray(path.read_bytes())
+    n = struct.unpack("<Q", data[:8])[0]
+    start = 8 + n + json.loads(data[8:8 + n])[name]["data_offsets"][0] + 4 * index
+    data[start:start + 4] = struct.pack("<f", value)
+    path.write_bytes(bytes(data))
 
 
 def diverge(training) -> int:

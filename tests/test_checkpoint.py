@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
+from cli_helpers import overwrite_float
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training.checkpoint import Checkpoint, CheckpointError
 from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig
@@ -212,3 +213,43 @@ def test_vocab_must_match_config(tmp_path):
     meta["vocab"] = json.dumps(["a", "b"])
     _rewrite(path, meta=meta)
     assert "vocab" in _error(path)
+
+
+def test_every_tensor_has_its_crc32_in_the_metadata(tmp_path):
+    import zlib
+
+    path = tmp_path / "m.safetensors"
+    ck = make()
+    ck.losses = np.arange(17, dtype=np.float32)
+    ckpt.save(path, ck)
+    sums = json.loads(_meta(path)["checksums"])
+    tensors = load_file(path)
+    assert set(sums) == set(tensors)
+    for name, a in tensors.items():  # zlib's CRC-32 of the bytes safetensors reads back
+        assert int(sums[name], 16) == zlib.crc32(a.tobytes()), name
+
+
+@pytest.mark.parametrize("name, adam", [("wte", False), ("layer1.mlp_fc2", False),
+                                        ("adam.v.lm_head", True), ("train.losses", True)])
+def test_a_finite_corruption_is_refused_naming_the_tensor(tmp_path, name, adam):
+    path = tmp_path / "m.safetensors"
+    ck = make()
+    ck.losses = np.arange(17, dtype=np.float32)
+    ckpt.save(path, ck)
+    overwrite_float(path, name, 3.39e38, index=3)  # still finite: only the checksum sees it
+    with pytest.raises(CheckpointError) as e:
+        ckpt.load(path, adam=adam)
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg and repr(name) in msg
+    assert "corrupted" in msg and "another checkpoint" in msg
+
+
+def test_a_checkpoint_without_checksums_still_loads(tmp_path):
+    """Files written before checksums have none: read as before, unchecked."""
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make())
+    meta = _meta(path)
+    del meta["checksums"]
+    _rewrite(path, meta=meta)
+    overwrite_float(path, "wte", 1.5)
+    assert ckpt.load(path).params["wte"][0, 0] == 1.5

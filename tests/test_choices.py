@@ -163,7 +163,7 @@ def test_train_eval_choices_scores_each_evaluation(tmp_path):
             "--eval-every", "3", "--eval-iters", "1", "--samples", "0"]
     r = CliRunner().invoke(main, [*args, "--eval-choices", str(EXAMPLES), "--out", str(out)])
     assert r.exit_code == 0, r.output
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("step ") and "acc_norm" in ln]
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("step ") and "acc_norm" in ln]
     assert [ln.split(":")[0] for ln in lines] == ["step 0", "step 3", "step 6"]
     ck = ckpt.load(out)
     assert [len(e) for e in ck.evals] == [5, 5, 5]

@@ -48,9 +48,12 @@ def trained(tmp_path_factory):
     return folder, data, out, result
 
 
-def test_train_prints_progress_loss_and_samples(trained):
+def test_train_prints_progress_on_stderr_and_samples_on_stdout(trained):
+    """As tqdm and logging: the data, model, progress, saved lines and the samples'
+    banner on stderr; stdout holds the 12 samples and nothing else (they used to share
+    stdout, so that `train | head -1` read the data line)."""
     _, data, out, result = trained
-    text = result.stdout
+    text = result.stderr
     assert out.is_file()
     assert f"data: {data}: 300 documents" in text
     line = re.search(r"^step 30 / 30 \| loss (\d+\.\d{4}) \(mean of steps 1-30\) \| [\d,]+ "
@@ -61,9 +64,40 @@ def test_train_prints_progress_loss_and_samples(trained):
     assert float(line.group(1)) == pytest.approx(float(np.mean(losses[:30])), abs=6e-5)
     assert re.search(r"^mean loss of the last 30 steps: \d+\.\d{4}$", text, re.M)
     assert "--- inference (new, hallucinated names) ---" in text
-    lines = [ln for ln in text.splitlines() if SAMPLE_RE.fullmatch(ln)]
+    assert re.search(rf"^saved {re.escape(str(out))}$", text, re.M)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 12 and all(SAMPLE_RE.fullmatch(ln) for ln in lines), result.stdout
     assert lines[0].startswith("sample  1: ") and lines[-1].startswith("sample 12: ")
-    assert result.stderr == ""
+
+
+def test_train_piped_to_head_trains_to_the_end(tmp_path):
+    """`train | head -1` reads the first sample: the run is not stopped by the reader
+    (it used to read the data line and stop the run at step 0, status 141)."""
+    import subprocess
+    import sys
+
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "train", "--data",
+                          str(small_data(tmp_path)), "--steps", "20", "--samples", "3",
+                          "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    first = p.stdout.readline()
+    p.stdout.close()  # as head -1
+    err = p.stderr.read()
+    assert p.wait(timeout=120) in (0, 141), err  # 141: the other samples met a closed pipe
+    assert SAMPLE_RE.fullmatch(first.rstrip("\n")), first
+    assert ckpt.load(out).step == 20 and "Traceback" not in err
+
+
+def test_sample_prints_only_the_samples_on_stdout(trained):
+    """sample's banner goes to stderr: stdout is one line per sample."""
+    _, _, out, _ = trained
+    r = run("sample", "--checkpoint", out, "-n", 4)
+    assert r.exit_code == 0, r.output
+    assert "--- inference (new, hallucinated names) ---" in r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 4 and all(SAMPLE_RE.fullmatch(ln) for ln in lines), r.stdout
 
 
 def test_checkpoint_holds_the_run(trained):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli_helpers import assert_one_line_error, need_backend, sigint_at_step
+from cli_helpers import assert_one_line_error, need_backend, sigint_at_step, small_data
 from conftest import backend_params, get_runtime
 from hf_helpers import SHAKESPEARE, need, random_hf_model, save_hf_folder, shakespeare, small_bpe
 from microgpt_fut.training import checkpoint as ckpt
@@ -69,6 +69,20 @@ def test_bpe_run_exports_to_a_folder_transformers_loads_with_our_logits(bpe_run,
     again = run("export-hf", bpe_run, folder)
     assert_one_line_error(again, "exists and is not empty")
     assert run("export-hf", bpe_run, folder, "--overwrite").exit_code == 0
+
+
+def test_an_empty_prompt_starts_from_endoftext(bpe_run):
+    """--prompt "" continues GPT-2's <|endoftext|> (nanoGPT's and transformers' start of
+    text) and prints only the new text: what the prompt "<|endoftext|>" (that token)
+    prints after it, greedily. It used to be refused for every model."""
+    def greedy(prompt):
+        r = run("sample", "--checkpoint", bpe_run, "--prompt", prompt, "--temperature", 0,
+                "--max-new-tokens", 12, "--plain")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    assert "<|endoftext|>" + greedy("") == greedy("<|endoftext|>")
+    assert len(greedy("")) > 0
 
 
 def test_bpe_run_resumes_bit_for_bit(bpe_run, text_file, tmp_path, monkeypatch):
@@ -201,6 +215,23 @@ def hf_folder(tmp_path_factory):
     need("torch")
     tok = small_bpe()
     return save_hf_folder(tmp_path_factory.mktemp("hf") / "gpt2", random_hf_model(tok.size), tok)
+
+
+def test_a_gpt2_folder_on_lines_says_why_and_reads_them_as_text(hf_folder, tmp_path):
+    """An exported GPT-2 onto a list of names: --data-format lines is refused in one line
+    saying why (lines take a character model's last token as BOS; a byte-level BPE is
+    not one) and how (leave it out); left out, the names train as a text."""
+    names = small_data(tmp_path, 200)
+    out = tmp_path / "x.safetensors"
+    r = run("train", "--init-from", hf_folder, "--data-format", "lines", "--data", names,
+            "--out", out)
+    assert_one_line_error(r, "--data-format lines conflicts with", str(hf_folder),
+                          "byte-level BPE", "leave --data-format out")
+    assert r.exit_code == 2 and not out.exists()
+    r = run("train", "--init-from", hf_folder, "--data", names, "--block-size", 16, "--steps", 1,
+            "--eval-iters", 1, "--samples", 0, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert ckpt.load(out).data_format == "text"
 
 
 def test_messages_name_what_was_given_and_the_fix(hf_folder, bpe_run, text_file, tmp_path):

@@ -217,6 +217,54 @@ def test_resume_on_other_text_and_foreign_csv_are_refused(text_file, tmp_path):
     assert mine.read_text() == "name,score\nada,1\n"
 
 
+def test_a_foreign_png_beside_out_is_refused_and_kept(text_file, tmp_path):
+    """A user's own NAME.losses.png is not replaced by `train --out NAME.safetensors`
+    (nor with --overwrite, as the CSV): one line naming it, exit 1, the file unchanged,
+    nothing written. The run's own plot is replaced by its next run (--overwrite), and a
+    plot beside a loss CSV of an older microgpt-fut (no mark) by its --resume."""
+    from PIL import Image
+
+    mine = tmp_path / "shk2.losses.png"
+    Image.new("RGB", (4, 3), "red").save(mine)  # a PNG of the user's
+    before = mine.read_bytes()
+    out = tmp_path / "shk2.safetensors"
+    for extra in ((), ("--overwrite",)):
+        r = run_cli(*train_args(text_file, out, "--steps", "2", *extra))
+        assert_one_line_error(r, repr(str(mine)), "is not a loss plot of microgpt-fut",
+                              "refusing to overwrite it")
+        assert r.exit_code == 1 and mine.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["shk2.losses.png"]
+    mine.unlink()
+    assert run_cli(*train_args(text_file, out, "--steps", "2")).exit_code == 0
+    ours = mine.read_bytes()
+    assert Image.open(mine).text["microgpt-fut"] == "loss curves"
+    r = run_cli(*train_args(text_file, out, "--steps", "3", "--overwrite"))
+    assert r.exit_code == 0, r.output
+    assert mine.read_bytes() != ours
+    # an older version's plot: matplotlib's, unmarked, beside its loss CSV
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = plt.figure()
+    fig.savefig(mine, format="png")
+    plt.close(fig)
+    r = run_cli(*train_args(text_file, out, "--steps", "4", "--overwrite"))
+    assert r.exit_code == 0, r.output
+    assert "microgpt-fut" in Image.open(mine).text
+
+
+def test_the_saved_line_names_the_files_where_they_are(text_file, tmp_path):
+    """--out in another folder: the saved line gives the loss files' paths in that folder
+    (it used to give their bare names, as if in the current folder)."""
+    (tmp_path / "cfg").mkdir()
+    out = tmp_path / "cfg" / "cfgrun.safetensors"
+    r = run_cli(*train_args(text_file, out, "--steps", "2"))
+    assert r.exit_code == 0, r.output
+    csv_path, png_path = out.with_suffix(".losses.csv"), out.with_suffix(".losses.png")
+    assert f"saved {out}, {csv_path}, {png_path}\n" in r.output
+    assert csv_path.exists() and png_path.exists()
+
+
 def test_threads_agree_with_one_context(text_file, tmp_path):
     """--threads 2 (the windows of each step split over two c contexts, the recipe on
     the host) gives one context's losses, evaluations and weights to float32 rounding,
@@ -425,6 +473,49 @@ def test_exit_status_2_for_the_options_1_for_the_rest(text_file, tmp_path):
         r = run_cli(*args)
         assert_one_line_error(r, fragment)
         assert r.exit_code == 1, (args, r.stderr)
+
+
+def test_exit_statuses_and_messages_follow_the_rule(text_file, tmp_path):
+    """Issue 41: a missing, unreadable or broken --config file is 1 as a missing --data
+    (it was 2); export-hf of a model that is not GPT-2 is a usage error, 2 (it was 1); a
+    --prompt character outside the vocabulary names the fix; prepare, which has no model
+    yet, blames the tokenizer's vocabulary (it said "the model's")."""
+    for name, content, fragment in [("none.toml", None, "No such file"),
+                                    ("bad.toml", b"steps = = 5\n", "is not valid TOML"),
+                                    ("latin.toml", b"steps = 5\n\xff\n", "not UTF-8")]:
+        cfg = tmp_path / name
+        if content is not None:
+            cfg.write_bytes(content)
+        r = run_cli("train", "--config", cfg)
+        assert_one_line_error(r, "--config", repr(str(cfg)), fragment)
+        assert r.exit_code == 1, (name, r.stderr)
+    names = tmp_path / "names.safetensors"
+    data = tmp_path / "n.txt"
+    data.write_text("emma\nolivia\nava\n")
+    assert run_cli("train", "--data", data, "--steps", 1, "--samples", 0,
+                   "--out", names).exit_code == 0
+    r = run_cli("export-hf", names, tmp_path / "hf")
+    assert_one_line_error(r, "export-hf writes GPT-2 models", "microgpt model of lines",
+                          "--arch gpt2")
+    assert r.exit_code == 2 and not (tmp_path / "hf").exists()
+    out = tmp_path / "m.safetensors"
+    assert run_cli(*train_args(text_file, out, "--steps", "2")).exit_code == 0
+    r = run_cli("sample", "--checkpoint", out, "--prompt", "ROMEO€")
+    line = assert_one_line_error(r, "'€' (U+20AC) is not in the model's vocabulary",
+                                 "write --prompt with the model's characters")
+    assert repr(ckpt.load(out).text_tokenizer().chars) in line and r.exit_code == 2
+    r = run_cli("sample", "--checkpoint", out, "--prompt", "")  # a character model: no start
+    assert_one_line_error(r, "--prompt is empty", "no <|endoftext|> token",
+                          "give at least one character")
+    assert r.exit_code == 2
+    tok = tmp_path / "tok.json"
+    tok.write_text(ckpt.load(out).text_tokenizer().to_json(), encoding="utf-8")
+    euro = tmp_path / "euro.txt"
+    euro.write_text("ROMEO costs 5 €\n" * 50, encoding="utf-8")
+    r = run_cli("prepare", euro, "--out", tmp_path / "shards", "--tokenizer", tok)
+    line = assert_one_line_error(r, "is not in the tokenizer's vocabulary",
+                                 "give a tokenizer that has it")
+    assert "model" not in line and r.exit_code == 1
 
 
 def test_sample_help_counts_tokens_not_characters():

@@ -266,7 +266,9 @@ def test_export_refusals_and_overwrite(tmp_path):
     cfg = MicrogptConfig(vocab_size=3)
     micro = ckpt.Checkpoint(cfg, ["a", "b"], {n: np.zeros(s, np.float32)
                                                for n, s in cfg.shapes().items()})
-    with pytest.raises(hf.HFError) as e:
+    from microgpt_fut.errors import OptionConflict
+
+    with pytest.raises(OptionConflict) as e:  # the argument, not a file: a usage error
         hf.export_folder(micro, tmp_path / "m")
     assert "microgpt" in _one_line(e) and not (tmp_path / "m").exists()
 

@@ -2,6 +2,8 @@
 optimiser state and its own schedule and data (to train more or fine-tune)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -121,3 +123,58 @@ def test_unknown_characters_and_missing_model(base, tmp_path):
             "--out", tmp_path / "x.safetensors")
     assert_one_line_error(r, "nope.safetensors")
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def _sample(*args) -> list[str]:
+    r = run("sample", "--plain", "--temperature", 0, *args)
+    assert r.exit_code == 0, r.output
+    return r.stdout.splitlines()
+
+
+def test_a_names_model_trains_on_text_its_bos_the_newline(base, tmp_path):
+    """A model of lines (names) starts a text run (issue 41: "--data-format text conflicts
+    with --init-from" was refused): its characters read the text and its BOS token, which
+    starts and ends each name, is the newline between them. With a negligible --lr the
+    weights stay the names model's, so a greedy continuation of "\\n" is its greedy name
+    between two newlines; the text model then trains on lines again."""
+    text = _other_names(tmp_path, 300, "other_names.txt")  # a text: names, newlines
+    out = tmp_path / "text.safetensors"
+    r = run("train", "--init-from", base, "--data-format", "text", "--data", text, "--steps", 1,
+            "--lr", 1e-30, "--batch-size", 2, "--eval-iters", 1, "--samples", 0, "--out", out)
+    assert r.exit_code == 0, r.output
+    b, t = ckpt.load(base), ckpt.load(out)
+    assert t.data_format == "text" and t.config == b.config and t.vocab == [*b.vocab, "\n"]
+    for name in b.params:
+        np.testing.assert_allclose(t.params[name], b.params[name], rtol=1e-6)
+    name = _sample("--checkpoint", base, "-n", 1)[0]
+    assert _sample("--checkpoint", out, "--prompt", "\n", "--max-new-tokens",
+                   len(name) + 1) == [json.dumps("\n" + name + "\n")]
+    # and back: a character model whose last token is the newline trains on lines
+    back = tmp_path / "lines.safetensors"
+    r = run("train", "--init-from", out, "--data-format", "lines", "--data", text, "--steps", 1,
+            "--lr", 1e-30, "--samples", 0, "--out", back)
+    assert r.exit_code == 0, r.output
+    lines = ckpt.load(back)
+    assert lines.data_format == "lines" and lines.vocab == b.vocab
+    assert _sample("--checkpoint", back, "-n", 1) == [name]
+
+
+def test_across_data_formats_only_what_cannot_work_is_refused(base, tmp_path):
+    """Refused in one line saying why: a text whose characters the names model lacks
+    (exit 1, naming the character), and lines for a text model whose last token is not a
+    newline (exit 2: lines need one as BOS; the fix: read the file as text)."""
+    prose = tmp_path / "prose.txt"
+    prose.write_text("the quick brown fox jumps over the lazy dog\n" * 10)
+    r = run("train", "--init-from", base, "--data-format", "text", "--data", prose,
+            "--samples", 0, "--out", tmp_path / "x.safetensors")
+    assert_one_line_error(r, str(prose), "' '", "not in the model's vocabulary")
+    assert r.exit_code == 1
+    model = tmp_path / "prose.safetensors"  # characters sorted: the newline is the first
+    r = run("train", "--data-format", "text", "--data", prose, "--steps", 1, "--batch-size", 2,
+            "--eval-iters", 1, "--samples", 0, "--out", model)
+    assert r.exit_code == 0, r.output
+    r = run("train", "--init-from", model, "--data-format", "lines",
+            "--data", _other_names(tmp_path), "--out", tmp_path / "x.safetensors")
+    assert_one_line_error(r, "--data-format lines conflicts with --init-from", str(model),
+                          "last token is not a newline", "leave --data-format out")
+    assert r.exit_code == 2 and not (tmp_path / "x.safetensors").exists()

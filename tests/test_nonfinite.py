@@ -6,7 +6,8 @@ infinite learning rate from a chosen step on (the loss of that step is still
 finite), and check that the error names that step, that --out keeps the last
 finite checkpoint on every path (periodic and final saves, Ctrl-C, --threads,
 MPI ranks), and that sample, --resume, --init-from and export-hf refuse a file
-that holds a NaN in one line. The expected steps are the ones the runs were
+that holds a NaN in one line, and (the checkpoint's checksums) one with a finite value
+overwritten. The expected steps are the ones the runs were
 built to break at; AdamW's first step size lr / (1 - beta1) is computed here in
 float32 to show why --lr 1e38 breaks step 1.
 """
@@ -23,7 +24,8 @@ from click.testing import CliRunner
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from cli_helpers import assert_one_line_error, need_backend, shakespeare_file, small_data
+from cli_helpers import (assert_one_line_error, need_backend, overwrite_float, shakespeare_file,
+                         small_data)
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.models.gpt2 import GPT2Model
@@ -189,6 +191,32 @@ def test_commands_refuse_weights_with_nan(text_checkpoint, text_file, tmp_path, 
     bad.with_name("t.txt").write_text(text_file.read_text(encoding="utf-8"), encoding="utf-8")
     r = run_cli(*command(bad, tmp_path))
     assert_one_line_error(r, str(bad), "'wte.weight'", "NaN or infinite")
+    assert not (tmp_path / "hf").exists() and not (tmp_path / "new.safetensors").exists()
+
+
+@pytest.mark.parametrize("command", [
+    lambda bad, tmp: ["sample", "--checkpoint", bad, "-n", "1", "--max-new-tokens", "2",
+                      "--temperature", "0"],
+    lambda bad, tmp: ["eval", "--checkpoint", bad, "--choices", tmp / "q.jsonl"],
+    lambda bad, tmp: ["export-hf", bad, tmp / "hf"],
+    lambda bad, tmp: ["train", "--resume", bad, "--samples", "0"],
+    lambda bad, tmp: ["train", "--init-from", bad, "--data", bad.with_name("t.txt"),
+                      "--steps", "1", "--out", tmp / "new.safetensors"]],
+    ids=["sample", "eval", "export-hf", "resume", "init-from"])
+def test_commands_refuse_a_corrupted_finite_weight(text_checkpoint, text_file, tmp_path,
+                                                   command):
+    """4 bytes of wte.weight overwritten with 3.39e38 (finite): every reader refuses the
+    file in one line naming it and the tensor, and writes nothing."""
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(text_checkpoint.read_bytes())
+    overwrite_float(bad, "wte.weight", 3.39e38, index=5)
+    bad.with_name("t.txt").write_text(text_file.read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "q.jsonl").write_text(
+        '{"ctx": "First", "endings": [" Citizen", " citizen"], "label": 0}\n', encoding="utf-8")
+    before = bad.read_bytes()
+    r = run_cli(*command(bad, tmp_path))
+    assert_one_line_error(r, str(bad), "'wte.weight'", "corrupted")
+    assert r.exit_code == 1 and bad.read_bytes() == before
     assert not (tmp_path / "hf").exists() and not (tmp_path / "new.safetensors").exists()
 
 

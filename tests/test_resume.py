@@ -153,7 +153,7 @@ def test_cli_interrupt_and_resume_equal_straight_run(tmp_path, monkeypatch):
 
     r2 = run("train", "--resume", part, "--samples", 5)  # --out defaults to --resume
     assert r2.exit_code == 0, r2.output
-    assert "resuming" in r2.stdout and "at step 25 of 60" in r2.stdout
+    assert "resuming" in r2.stderr and "at step 25 of 60" in r2.stderr
     a, b = _ck_arrays(part), _ck_arrays(tmp_path / "full.safetensors")
     assert a.keys() == b.keys() and "train.losses" in a and a["train.losses"].shape == (60,)
     for name in a:
@@ -179,7 +179,7 @@ def test_resume_with_explicit_out_keeps_the_checkpoint(tmp_path, monkeypatch):
     assert part.read_bytes() == before
     assert ckpt.load(done).step == 20
     r = run("train", "--resume", done, "--samples", 0)
-    assert r.exit_code == 0 and "the run is complete, nothing to train" in r.stdout
+    assert r.exit_code == 0 and "the run is complete, nothing to train" in r.stderr
 
 
 def test_periodic_saves_land_on_multiples(tmp_path, monkeypatch):
@@ -192,7 +192,7 @@ def test_periodic_saves_land_on_multiples(tmp_path, monkeypatch):
             "--steps-per-call", 7, "--out", out, "--samples", 0)
     assert r.exit_code == 0, r.output
     assert steps_saved == [10, 20, 25]
-    assert "saved checkpoint" in r.stdout and "(step 20 of 25)" in r.stdout
+    assert "saved checkpoint" in r.stderr and "(step 20 of 25)" in r.stderr
 
 
 def test_failed_periodic_save_keeps_the_previous_one(tmp_path, monkeypatch):
@@ -391,12 +391,12 @@ def test_sigint_saves_and_resume_finishes(tmp_path):
                             text=True, env=env, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 120
-        for line in proc.stdout:
+        for line in proc.stderr:  # progress goes to stderr
             if re.match(r"step +\d+ / 6000", line):
                 break
             assert time.monotonic() < deadline
         else:
-            pytest.fail(f"no progress line; stderr: {proc.stderr.read()}")
+            pytest.fail(f"no progress line; stdout: {proc.stdout.read()}")
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
     finally:

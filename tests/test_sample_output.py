@@ -70,10 +70,12 @@ def test_plain_prints_one_name_per_line_and_the_default_microgpts_format(names_c
     plain = subprocess.run(_cli("sample", "--checkpoint", names_ckpt, "-n", 12, "--plain"),
                            capture_output=True, text=True, check=True).stdout.splitlines()
     pretty = subprocess.run(_cli("sample", "--checkpoint", names_ckpt, "-n", 12),
-                            capture_output=True, text=True, check=True).stdout.splitlines()
+                            capture_output=True, text=True, check=True)
     assert len(plain) == 12
-    assert pretty[:2] == ["", "--- inference (new, hallucinated names) ---"]
-    assert pretty[2:] == [f"sample {i + 1:2d}: {name}" for i, name in enumerate(plain)]
+    # microgpt's banner on stderr, the samples alone on stdout
+    assert pretty.stderr.splitlines() == ["", "--- inference (new, hallucinated names) ---"]
+    assert pretty.stdout.splitlines() == [f"sample {i + 1:2d}: {name}"
+                                          for i, name in enumerate(plain)]
 
 
 def test_plain_text_samples_are_json_lines(text_ckpt):

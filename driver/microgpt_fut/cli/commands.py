@@ -5,8 +5,10 @@ never a traceback, with click's exit statuses: 2 for a usage error (an option's
 value out of its range, a --config value of the wrong type, or options that cannot
 go together: with each other, or with the data, checkpoint or model they name; the
 line names the option to change), 1 for the rest (a file missing, unreadable or
-unusable, a run that fails). A signal that stops a run gives 128 + its number, a
-closed stdout 141 (SIGPIPE's).
+unusable, a --config file among them, a run that fails). A signal that stops a run
+gives 128 + its number, a closed stdout 141 (SIGPIPE's). stdout holds only a
+command's product (samples, eval's scores, devices' list); progress, notes, banners
+and errors go to stderr (common.say_note), as tqdm's and logging's.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from ..interrupt import stop_on_signals
 from ..training.loop import lock_path
 from .common import (bad_option, check_memory, check_out, eval_line, exit_if_stdout_closed,
                      exit_saved, exit_with, first_line, lock_out, ranks_here, runtime, saved_step,
-                     say_line, train_and_save, user_errors)
+                     say_line, say_note, train_and_save, user_errors)
 from .sample_output import print_samples
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -168,16 +170,19 @@ def _load_config(ctx, param, value):
     import tomllib
 
     where = repr(str(value))
+    # a file missing, unreadable or not TOML: status 1, as any unusable file (its values
+    # of the wrong type or an unknown key, below, are usage errors: 2)
     try:
         with open(value, "rb") as f:
             table = tomllib.load(f)
     except OSError as e:
-        raise click.BadParameter(f"cannot read {where}: {e.strerror or e}") from None
+        raise click.ClickException(f"cannot read --config {where}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
-        raise click.BadParameter(f"{where} is not UTF-8 text, as TOML must be (byte "
-                                 f"0x{e.object[e.start]:02x} at offset {e.start})") from None
+        raise click.ClickException(f"--config {where} is not UTF-8 text, as TOML must be (byte "
+                                   f"0x{e.object[e.start]:02x} at offset {e.start})") from None
     except tomllib.TOMLDecodeError as e:
-        raise click.BadParameter(f"{where} is not valid TOML: {first_line(str(e))}") from None
+        raise click.ClickException(f"--config {where} is not valid TOML: "
+                                   f"{first_line(str(e))}") from None
     params = {p.name: p for p in ctx.command.params if p.name != "config"}
     defaults = {}
     for key, v in table.items():
@@ -403,8 +408,9 @@ def train(ctx, **o):
 
     Ctrl-C (or SIGTERM, SIGHUP) stops after the current kernel call, saves the
     checkpoint to --out and exits with status 130 (143, 129); `train --resume`
-    continues it. A closed stdout (`train ... | head -2`) does the same, as SIGPIPE:
-    status 141. A loss or weights that become NaN or infinite stop training with an
+    continues it. Progress goes to stderr and only the samples to stdout: `train ...
+    | head -2` trains to the end, then prints samples until the reader has gone
+    (status 141, as SIGPIPE). A loss or weights that become NaN or infinite stop training with an
     error naming the step, and no such checkpoint is ever saved (--out keeps the
     last finite one).
 
@@ -414,7 +420,7 @@ def train(ctx, **o):
     """
     world = ctx.find_object(World)
     quiet = o["quiet"]
-    say = (lambda *a, **k: None) if quiet else say_line
+    say = (lambda *a, **k: None) if quiet else say_note  # progress: stderr
     given = _given(ctx)
     _check_threads(o["threads"], o["backend"])
     with user_errors():
@@ -481,8 +487,7 @@ def train(ctx, **o):
     elif not kind.evaluates:
         last = min(100, run.num_steps)
         say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
-    say(f"saved {out}" + (", {}, {}".format(*(f.name for f in curves.paths(out)))
-                          if kind.evaluates else ""))
+    say(f"saved {out}" + (", {}, {}".format(*curves.paths(out)) if kind.evaluates else ""))
     exit_if_stdout_closed(ctx, saved_step(run, out))
     n = kind.samples if o["samples"] is None else o["samples"]
     temperature = kind.temperature if o["temperature"] is None else o["temperature"]
@@ -541,7 +546,7 @@ def sample(ctx, **o):
     _check_threads(o["threads"], o["backend"])
     path = o["checkpoint"]
     with user_errors():
-        ck = hf.load_checkpoint(path) if hf.is_folder(path) else ckpt.load(path, adam=False)
+        ck = hf.load_model(path)
     kind = KINDS[ck.data_format]
     given = _given(ctx)
     for name in set(given) - {"num", "temperature", "checkpoint", "seed", "backend", "device",
@@ -553,15 +558,16 @@ def sample(ctx, **o):
     temperature = kind.temperature if o["temperature"] is None else o["temperature"]
     tok = kind.model_tokenizer(ck)
     prompts = list(o["prompt"]) or kind.default_prompts(tok)
-    if any(not p for p in prompts):
-        raise bad_option("--prompt is empty; give at least one character")
     T = ck.config.block_size
     for p in prompts:  # before the backend starts; a prompt the model cannot read: usage
         with user_errors():
             try:
-                length = len(tok.encode(p, "--prompt"))
+                length = len(tok.prompt_ids(p, "--prompt"))
             except DataError as e:
-                raise OptionConflict(str(e)) from None
+                chars = getattr(tok, "chars", None)  # a character model: what it can read
+                raise OptionConflict(str(e) if chars is None or not p else
+                                     f"{e}: write --prompt with the model's characters "
+                                     f"{_shown(chars)}") from None
         if length > T:
             short = repr(p if len(p) <= 30 else p[:30] + "...")
             click.echo(f"note: --prompt {short} has {length} tokens, more than the model's "
@@ -578,6 +584,12 @@ def sample(ctx, **o):
                                         o["max_new_tokens"], o["top_k"]),
                       total, "text" if kind.evaluates else "names", o["plain"])
 
+def _shown(chars: str, limit: int = 100) -> str:
+    """A vocabulary's characters for a message: repr, cut after ``limit`` of them."""
+    return repr(chars[:limit]) + (f" (and {len(chars) - limit} more)" if len(chars) > limit
+                                  else "")
+
+
 @main.command("export-hf")
 @click.argument("checkpoint", type=click.Path(path_type=Path))
 @click.argument("folder", type=click.Path(path_type=Path))
@@ -591,7 +603,7 @@ def export_hf(checkpoint, folder, overwrite):
     with user_errors():
         ck = ckpt.load(checkpoint, adam=False)
         files = hf.export_folder(ck, folder, overwrite)
-    click.echo(f"wrote {folder}: {', '.join(files)}")
+    say_note(f"wrote {folder}: {', '.join(files)}")
 
 
 @main.command("eval")
@@ -610,8 +622,7 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
     the lowest mean loss per token."""
     with user_errors():
         examples = choices.read_examples(choices_file)
-        ck = (hf.load_checkpoint(checkpoint) if hf.is_folder(checkpoint) else
-              ckpt.load(checkpoint, adam=False))
+        ck = hf.load_model(checkpoint)
     if ck.data_format == "lines":
         raise bad_option(f"--checkpoint {str(checkpoint)!r} is a names model; eval scores "
                           "text models")
@@ -714,7 +725,7 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
             how = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {stop.name}"
             raise exit_with(128 + stop.signum, f"{how}: --out {str(out)!r} is as it was "
                             "(nothing written)") from None
-        say_line(f"wrote {out}: {done.train_tokens:,} train tokens in {len(done.train)} "
+        say_note(f"wrote {out}: {done.train_tokens:,} train tokens in {len(done.train)} "
                  f"shard(s), {done.val_tokens:,} val tokens in {len(done.val)}, tokenizer.json "
                  f"(vocab_size {tok.size})")
         succeeded.append(True)
@@ -752,7 +763,7 @@ def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, va
         sample = P.text_sample(inputs, limit)
         learned = [len(t.encode("utf-8")) for t in sample]
         n = sum(learned)
-        say_line(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
+        say_note(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
                  f"bytes" + (" (all of them)" if n >= size else
                              f" of {size:,} (--bpe-sample-mb {bpe_sample_mb:g}"
                              + ("" if val_inputs else f", --val-fraction {val_fraction:g}")

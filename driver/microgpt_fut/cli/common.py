@@ -123,26 +123,25 @@ def lock_out(ctx, out: Path) -> None:
 
 
 def say_line(message: str = "") -> None:
-    """Print a line of a training run on stdout. When stdout's reader has gone away
-    (``train ... | head -2``), stop the run as SIGPIPE would (interrupt.stdout_closed):
-    it saves and exits with status 141 instead of losing its work."""
+    """Print a line of a command's product on stdout (eval's scores). When stdout's
+    reader has gone away (``... | head -1``), stop as SIGPIPE would
+    (interrupt.stdout_closed): the command keeps its work and exits with status 141."""
     try:
         click.echo(message)
     except BrokenPipeError:
         stdout_closed()
 
 
-def say_error(message: str) -> None:
-    """A line on stderr. When stderr's reader went away too (``train 2>&1 | head -3``),
-    it is dropped and stderr pointed at /dev/null: the exit status still says what
-    happened (click would turn the broken pipe into status 1)."""
+def say_note(message: str) -> None:
+    """A line of progress, a note or a message on stderr (stdout holds only a command's
+    product: samples, eval's scores, devices' list; as tqdm and logging). When stderr's
+    reader went away (``train 2>&1 | head -3``), the line is dropped, stderr pointed at
+    /dev/null and a run stopped as SIGPIPE would (interrupt.stdout_closed: it saves and
+    exits with 141; click would turn the broken pipe into status 1)."""
     try:
         click.echo(message, err=True)
     except BrokenPipeError:
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stderr.fileno())
-            os.close(devnull)
+        stdout_closed(sys.stderr)
 
 
 def exit_if_stdout_closed(ctx, done: str) -> None:
@@ -150,7 +149,7 @@ def exit_if_stdout_closed(ctx, done: str) -> None:
     shards): when stdout's reader went away, say so on stderr and exit with status 141
     (SIGPIPE's; what follows on stdout would go nowhere)."""
     if is_stdout_closed():
-        say_error(f"stdout was closed (its reader went away): {done}")
+        say_note(f"stdout was closed (its reader went away): {done}")
         ctx.exit(141)
 
 
@@ -200,7 +199,7 @@ def exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> 
            "stdout was closed (its reader went away)" if stop.signum == signal.SIGPIPE else
            f"stopped by {stop.name}")
     launcher = f"mpirun -n {world.size} " if world is not None else ""
-    say_error(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
+    say_note(f"{how}: saved the checkpoint of step {run.step} of {run.num_steps} "
               f"to {str(out)!r}; continue with: {launcher}microgpt-fut train --resume "
               f"{shlex.quote(str(out))}{resume_args}")
     ctx.exit(128 + stop.signum)
@@ -231,14 +230,13 @@ def train_and_save(run, out: Path, save_every: int | None, say, quiet: bool,
                    file=sys.stderr)
 
     def write(message: str) -> None:
-        """A line on stdout, above the bar when there is one (tqdm.write prints to
-        stdout): a closed stdout stops the run as say_line does."""
+        """A line on stderr, above the bar when there is one."""
         if bar is None:
             return say(message)
         try:
-            bar.write(message)
+            bar.write(message, file=sys.stderr)
         except BrokenPipeError:
-            stdout_closed()
+            say_note(message)  # points stderr at /dev/null
 
     def progress(step, total, loss, norm, rate, first):
         if bar is not None:

@@ -7,7 +7,8 @@ SIGTERM or SIGHUP during a call (the last one too) keep everything printed so fa
 that call's samples included (the command then ends with status 128 + the
 signal's number and says how many were printed).
 
-Formats: microgpt's (``sample  1: emma`` after a header line) and nanoGPT's (each
+Formats: microgpt's (``sample  1: emma``, after a header line on stderr: stdout holds
+only the samples) and nanoGPT's (each
 text followed by a separator line) by default; ``plain`` prints one sample per
 line and nothing else, for pipes: a name as it is, a text sample as a JSON string
 (its newlines escaped, so that it stays on one line).
@@ -48,7 +49,7 @@ def print_samples(chunks: Iterable[list[str]], n: int, kind: str, plain: bool = 
             stop.on_second = lambda: f"interrupted twice: printed {printed} of {n} samples"
             for part in chunks:
                 if printed == 0 and kind == "names" and header and not plain and part:
-                    click.echo(NAMES_HEADER)
+                    click.echo(NAMES_HEADER, err=True)  # a banner: stdout holds the samples
                 for sample in part:
                     click.echo(_line(kind, plain, printed, sample))
                     printed += 1

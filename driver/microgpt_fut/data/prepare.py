@@ -567,7 +567,7 @@ def _tokenize(files: list[Path], tok: Tokenizer, dest: Path, dtype, progress,
             where = file_label(path, val)
             for piece in iter_text(path, where=where):
                 try:
-                    ids = tok.encode(piece, where)
+                    ids = tok.encode(piece, where, "the tokenizer's")  # no model yet
                 except DataError as e:
                     raise DataError(f"{e}: give a tokenizer that has it, or --tokenizer char "
                                     "(the inputs' characters)") from None

@@ -43,9 +43,23 @@ class Tokenizer(ABC):
         """The number of token ids (the model's vocab_size must be at least this)."""
 
     @abstractmethod
-    def encode(self, text: str, what: str) -> np.ndarray:
+    def encode(self, text: str, what: str, whose: str = "the model's") -> np.ndarray:
         """The ids of text: int64 [n]. Raises DataError, one line naming ``what``
-        (e.g. "--prompt" or "data file 'x.txt'"), when text cannot be encoded."""
+        (e.g. "--prompt" or "data file 'x.txt'"), when text cannot be encoded; ``whose``
+        vocabulary it says lacks a character ("the tokenizer's" where there is no model
+        yet: prepare)."""
+
+    def prompt_ids(self, prompt: str, what: str) -> np.ndarray:
+        """The ids a sample continues: the prompt's, and for an empty prompt GPT-2's
+        ``<|endoftext|>`` (its start of text, as nanoGPT's sample.py and transformers'
+        generate start from it). Raises DataError (one line naming ``what``) for an
+        empty prompt without such a token (a character model), or as ``encode``."""
+        if prompt:
+            return self.encode(prompt, what)
+        if self.eot_id is None:
+            raise DataError(f"{what} is empty and the model has no <|endoftext|> token to "
+                            "start from (a character model): give at least one character")
+        return np.array([self.eot_id], dtype=np.int64)
 
     @abstractmethod
     def decode(self, ids) -> str:
@@ -78,7 +92,7 @@ class CharVocab(Tokenizer):
         """vocab_size = number of characters (prepare.py; there is no BOS)."""
         return len(self.chars)
 
-    def encode(self, text: str, what: str) -> np.ndarray:
+    def encode(self, text: str, what: str, whose: str = "the model's") -> np.ndarray:
         """Tokens of text: int64 [len(text)] (prepare.py ``encode``: ``stoi[c]``).
 
         Raises DataError, one line naming ``what`` (e.g. "--prompt"), at the first
@@ -90,7 +104,7 @@ class CharVocab(Tokenizer):
         except KeyError as e:
             c = e.args[0]
             raise DataError(f"{what}: character {c!r} (U+{ord(c):04X}) "
-                            f"is not in the model's vocabulary") from None
+                            f"is not in {whose} vocabulary") from None
 
     def decode(self, ids) -> str:
         """The characters of a sequence of token ids (prepare.py ``decode``)."""
@@ -141,19 +155,19 @@ class HFTokenizer(Tokenizer):
     def eot_id(self) -> int | None:
         return self._eot
 
-    def encode(self, text: str, what: str) -> np.ndarray:
+    def encode(self, text: str, what: str, whose: str = "the model's") -> np.ndarray:
         """Ids of text: int64 [n]. Raises DataError naming ``what`` when the tokenizer
         fails, or maps a character to its unknown token (byte-level BPE never does)."""
         try:
             enc = self.tok.encode(text, add_special_tokens=False)
         except Exception as e:  # tokenizers' own errors, e.g. a WordLevel without unk
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise DataError(f"{what}: cannot be encoded by the model's tokenizer: {msg}") from None
+            raise DataError(f"{what}: cannot be encoded by {whose} tokenizer: {msg}") from None
         ids = np.asarray(enc.ids, dtype=np.int64)
         if self._unk is not None and (ids == self._unk).any():
             a, b = enc.offsets[int(np.argmax(ids == self._unk))]
             c = text[a:b] or "?"
-            raise DataError(f"{what}: {c[:20]!r} is not in the model's vocabulary "
+            raise DataError(f"{what}: {c[:20]!r} is not in {whose} vocabulary "
                             "(the tokenizer maps it to its unknown token)")
         return ids
 

@@ -14,6 +14,10 @@ exactly. A text model whose tokenizer is not a character vocabulary (e.g. a
 byte-level BPE) keeps it as ``tokenizer`` (its tokenizer.json, data/tokenizer.py)
 beside an empty ``vocab`` list; character models keep only ``vocab``, as before.
 Writes are atomic: a checkpoint file is either the old one or the complete new one.
+The metadata ``checksums`` (JSON {tensor name: CRC-32 as 8 hex digits}) covers every
+tensor's bytes, checked by ``load`` for each tensor it reads, so that a file damaged
+after it was saved is refused even where its values stay finite; files written before
+it have none and load unchecked.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import math
 import os
 import struct
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +40,7 @@ from ..models.microgpt import GPTConfigBase, MicrogptConfig
 FORMAT = "microgpt-fut/1"
 _FORMAT_NAME = FORMAT.split("/")[0]
 _MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
+CHECKSUMS = "checksums"  # the metadata key of the tensors' CRC-32s
 LOSSES = "train.losses"
 NORMS = "train.grad_norms"
 CONFIGS = {"microgpt": MicrogptConfig, "gpt2": GPT2Config}  # arch -> config class
@@ -97,9 +103,13 @@ class Checkpoint:
         return self.config.arch
 
     def text_tokenizer(self) -> tokenizers.Tokenizer:
-        """The tokenizer of a text model: ``tokenizer``, else the CharVocab of ``vocab``."""
-        return self.tokenizer if self.tokenizer is not None else \
-            tokenizers.CharVocab("".join(self.vocab))
+        """The tokenizer of a text model: ``tokenizer``, else the CharVocab of ``vocab``;
+        a model of lines reads text with its BOS token (the last) as the newline, the
+        separator of its documents in a file (so that it trains on text: --init-from)."""
+        if self.tokenizer is not None:
+            return self.tokenizer
+        return tokenizers.CharVocab("".join(self.vocab) + ("\n" if self.data_format == "lines"
+                                                           else ""))
 
 
 def _stored_vocab(ck: Checkpoint) -> tuple[list[str], str | None]:
@@ -136,6 +146,41 @@ def _metadata(ck: Checkpoint) -> dict[str, str]:
             v = ck.train[k]
             meta[k] = repr(float(v)) if isinstance(v, float) else str(v)
     return meta
+
+
+def checksum(a: np.ndarray) -> str:
+    """The CRC-32 (zlib.crc32, the polynomial of zip and PNG) of an array's bytes in C
+    order, as 8 hex digits. CRC-32 detects every error burst of up to 32 bits (such as
+    one overwritten float32) and runs at several GB/s: the weights of GPT-2 124M (498
+    MB) in 0.14 s on 2 vCPUs (``python -m bench.checksum``)."""
+    return f"{zlib.crc32(memoryview(np.ascontiguousarray(a)).cast('B')):08x}"
+
+
+def _checksums(meta: dict[str, str], where: str) -> dict[str, str] | None:
+    """The ``checksums`` metadata as {name: hex}, None when absent (an older file)."""
+    if CHECKSUMS not in meta:
+        return None
+    try:
+        sums = json.loads(meta[CHECKSUMS])
+        assert isinstance(sums, dict) and all(isinstance(v, str) for v in sums.values())
+    except (ValueError, AssertionError):
+        raise CheckpointError(f"{where} has unusable {CHECKSUMS!r} metadata: the file is "
+                              "corrupted; use another checkpoint or train again") from None
+    return sums
+
+
+def check_sums(tensors: dict[str, np.ndarray], sums: dict[str, str] | None,
+               where: str) -> None:
+    """Raise CheckpointError (one line naming ``where`` and the tensor) when a tensor's
+    CRC-32 differs from the one saved with it in ``sums`` (or is missing from it);
+    nothing to check when sums is None (a checkpoint written before checksums)."""
+    if sums is None:
+        return
+    for name, a in tensors.items():
+        if sums.get(name) != checksum(a):
+            raise CheckpointError(f"{where}: tensor {name!r} does not match its checksum: the "
+                                  "file is corrupted (changed after it was saved); use another "
+                                  "checkpoint or train again")
 
 
 def first_nonfinite(tensors: dict[str, np.ndarray]) -> str | None:
@@ -187,7 +232,9 @@ def save(path: str | Path, ck: Checkpoint) -> None:
                               "holds NaN or infinite values")
     from safetensors.numpy import save as st_save
 
-    data = st_save(tensors, metadata=_metadata(ck))
+    meta = _metadata(ck)
+    meta[CHECKSUMS] = json.dumps({name: checksum(a) for name, a in tensors.items()})
+    data = st_save(tensors, metadata=meta)
     try:
         replace_file(path, data)
     except OSError as e:
@@ -317,7 +364,9 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
     format version, or when metadata or a tensor is missing or a tensor's
     shape or dtype does not match the config (``train.losses``, optional, must
     be float32 [step]), and when a tensor read (the weights, and Adam's moments
-    unless adam=False) holds a NaN or an infinity.
+    unless adam=False) holds a NaN or an infinity, or differs from the CRC-32 saved with
+    it (the ``checksums`` metadata; a file written before checksums has none and is read
+    without this check).
     """
     path = Path(path)
     where = f"checkpoint {str(path)!r}"
@@ -396,6 +445,7 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
                     raise CheckpointError(f"{where}: tensor {name!r} is {a.dtype} "
                                           f"{tuple(a.shape)}, expected float32 ({step},)")
                 series[name] = a
+            sums = _checksums(meta, where)
     except CheckpointError:
         raise
     except Exception as e:  # safetensors' own errors
@@ -406,6 +456,7 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
         raise CheckpointError(f"{where}: tensor {bad!r} holds NaN or infinite values: the "
                               "file is unusable (microgpt-fut never saves such values; it "
                               "was damaged or written elsewhere)")
+    check_sums({**tensors, **{k: a for k, a in series.items() if a is not None}}, sums, where)
     params = config.from_file(tensors)
     m = config.from_file(tensors, "adam.m.") if adam else None
     v = config.from_file(tensors, "adam.v.") if adam else None

@@ -3,7 +3,7 @@
 The CSV has one row per step (``step,loss,grad_norm,eval_train,eval_val``; the
 eval columns are filled at evaluation steps, and step 0 holds only the first
 evaluation; a run without a validation split, ``--val-fraction 0``, has no
-``eval_val`` column); the PNG plots the per-step training loss and the evaluations'
+``eval_val`` column); the PNG (marked as this tool's by a text chunk, PNG_MARK) plots the per-step training loss and the evaluations'
 train and validation losses against the step (matplotlib). Both are written
 atomically, with the mode the umask gives, as checkpoints are
 (checkpoint.replace_file).
@@ -29,19 +29,55 @@ def paths(out: Path) -> tuple[Path, Path]:
     return out.with_suffix(".losses.csv"), out.with_suffix(".losses.png")
 
 
+# The PNG text chunk (tEXt, written by matplotlib's savefig metadata) that marks a plot as
+# this tool's, so that a user's own NAME.losses.png is never replaced.
+PNG_MARK = ("microgpt-fut", "loss curves")
+
+
+def _is_loss_csv(path: Path) -> bool:
+    """Whether the file starts with a header line that ``csv_bytes`` writes."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = f.readline().strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return any(first == ",".join(h) for base in (HEADER, HEADER[:-1])
+               for h in (base, base + CHOICES))
+
+
+def _png_text(path: Path) -> dict[str, str]:
+    """The text chunks of a PNG (Pillow, matplotlib's own image library); {} for a file
+    that is not a readable PNG."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return dict(im.text) if im.format == "PNG" else {}
+    except Exception:  # not an image, unreadable, damaged: not a plot of ours
+        return {}
+
+
+def _is_loss_png(path: Path, csv_is_ours: bool) -> bool:
+    """Whether the PNG is a plot this tool wrote: it carries PNG_MARK, or (versions
+    before the mark) matplotlib wrote it and a loss CSV of ours lies beside it."""
+    text = _png_text(path)
+    key, value = PNG_MARK
+    return text.get(key) == value or (
+        csv_is_ours and text.get("Software", "").startswith("Matplotlib"))
+
+
 def check_writable(out: Path) -> None:
-    """Raise ValueError (one line) when the CSV beside ``out`` exists and is not a loss
-    CSV (a file of the user's that the run would overwrite)."""
-    csv_path, _ = paths(out)
-    if csv_path.exists():
-        try:
-            with open(csv_path, encoding="utf-8") as f:
-                first = f.readline().strip()
-        except (OSError, UnicodeDecodeError):
-            first = ""
-        if not any(first == ",".join(h) for base in (HEADER, HEADER[:-1])
-                   for h in (base, base + CHOICES)):
-            raise ValueError(f"{str(csv_path)!r} exists and is not a loss CSV of microgpt-fut: "
+    """Raise ValueError (one line) when the CSV or the PNG beside ``out`` exists and is
+    not one this tool writes (a file of the user's that the run would overwrite): a CSV
+    without a loss CSV's header, a PNG without PNG_MARK (``_is_loss_png``)."""
+    csv_path, png_path = paths(out)
+    csv_is_ours = csv_path.exists() and _is_loss_csv(csv_path)
+    for path, foreign, what in (
+            (csv_path, csv_path.exists() and not csv_is_ours, "a loss CSV"),
+            (png_path, png_path.exists() and not _is_loss_png(png_path, csv_is_ours),
+             "a loss plot")):
+        if foreign:
+            raise ValueError(f"{str(path)!r} exists and is not {what} of microgpt-fut: "
                              "refusing to overwrite it (move it away or choose another --out)")
 
 
@@ -98,7 +134,7 @@ def png_bytes(losses: np.ndarray, evals: list, title: str) -> bytes:
     ax.legend()
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", metadata=dict([PNG_MARK]))
     plt.close(fig)
     return buf.getvalue()
 

@@ -30,8 +30,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..data import tokenizer as tokenizers
+from . import checkpoint as ckpt
 from .checkpoint import Checkpoint, CheckpointError, first_nonfinite
-from ..errors import DataError
+from ..errors import DataError, OptionConflict
 from ..models.gpt2 import GPT2Config
 
 PREFIX = "transformer."   # GPT2LMHeadModel's name for its GPT2Model
@@ -316,6 +317,14 @@ def load_checkpoint(folder: str | Path) -> Checkpoint:
                       train={"data": f"Hugging Face folder {str(folder)}"})
 
 
+def load_model(path: str | Path) -> Checkpoint:
+    """The model that ``sample``, ``eval`` and ``train --init-from`` read: a Hugging Face
+    GPT-2 folder (``load_checkpoint``), else a checkpoint file without Adam's moments
+    (checkpoint.load, which checks each tensor's checksum). Raises HFError or
+    CheckpointError, one line naming the path."""
+    return load_checkpoint(path) if is_folder(path) else ckpt.load(path, adam=False)
+
+
 # --------------------------------------------------------------------------- export
 def hf_config(config: GPT2Config, tok: tokenizers.Tokenizer) -> dict:
     """The config.json of ``config`` for transformers' GPT2Config: sizes, GELU (tanh),
@@ -403,15 +412,17 @@ def export_folder(ck: Checkpoint, folder: str | Path, overwrite: bool = False) -
     renamed to ``folder`` (atomic). An existing non-empty ``folder`` is refused unless
     ``overwrite``: then each file is renamed over its old version, and the other
     ``EXPORT_FILES`` (a former export's, e.g. a BPE's vocab.json) are removed; every
-    other file and folder in it stays as it was. Raises HFError
-    (one line) for a microgpt checkpoint or one of lines, weights holding a NaN or an
-    infinity, a ``folder`` that is a file or not empty, and any OSError.
+    other file and folder in it stays as it was. Raises OptionConflict (one line, a
+    usage error) for a microgpt checkpoint or one of lines; HFError (one line) for
+    weights holding a NaN or an infinity, a ``folder`` that is a file or not empty, and any OSError.
     """
     folder = Path(folder)
     where = _where(folder)
-    if ck.arch != "gpt2" or ck.data_format == "lines":
-        raise HFError(f"cannot export to {where}: only --arch gpt2 checkpoints of text or "
-                      f"tokens export (this one is {ck.arch}, data format {ck.data_format})")
+    if ck.arch != "gpt2" or ck.data_format == "lines":  # the argument, not the file: usage
+        raise OptionConflict(f"cannot export to {where}: export-hf writes GPT-2 models of text "
+                             f"or tokens, and this checkpoint is a {ck.arch} model of "
+                             f"{ck.data_format} (train one with --arch gpt2 --data-format text "
+                             "or tokens)")
     bad = first_nonfinite(ck.params)
     if bad is not None:  # checkpoint.load refuses such a file: a guard for other callers
         raise HFError(f"cannot export to {where}: tensor {bad!r} holds NaN or infinite values")

@@ -147,8 +147,29 @@ class LinesKind(Kind):
         return Training.resume(rt, ck, data.docs, settings, data.info, exchange)
 
     def model_tokenizer(self, ck: Checkpoint) -> Vocab:
-        """A model's vocabulary as this kind reads it."""
-        return Vocab(tuple(ck.vocab))
+        """A model's vocabulary as this kind reads it: a model of lines, its characters
+        (BOS after them); a model of text or tokens, a character vocabulary whose last
+        character, the newline, serves as BOS (``check_model`` refuses the others)."""
+        if ck.data_format == "lines":
+            return Vocab(tuple(ck.vocab))
+        return Vocab(tuple(ck.text_tokenizer().chars[:-1]))
+
+    def check_model(self, ck: Checkpoint, where: str) -> None:
+        """Raise OptionConflict (one line saying why) unless ck, a model of another
+        kind (--init-from), can train on lines: a document is [BOS] + characters + [BOS]
+        with BOS the last token, so the model must be a character model whose last
+        character is the newline (one first trained on lines is)."""
+        tok = ck.text_tokenizer()
+        if ck.data_format == "lines" or (isinstance(tok, CharVocab) and tok.chars.endswith("\n")
+                                         and tok.size == ck.config.vocab_size):
+            return
+        has = ("a byte-level BPE" if not isinstance(tok, CharVocab) else
+               "a character vocabulary whose last token is not a newline")
+        raise OptionConflict(
+            f"--data-format lines conflicts with {where}, a {ck.arch} model of {ck.data_format} "
+            f"with {has}: lines need a character model whose last token, a newline, can "
+            "start and end each line as BOS; leave --data-format out to read the file as "
+            "text (a newline between its lines)")
 
     def iter_samples(self, model, tokenizer, n: int, temperature: float, seed: int,
                      prompts=(), max_new: int = 0, top_k: int = 0):
@@ -185,7 +206,12 @@ class StreamKind(Kind):
         return TextTraining.resume(rt, ck, data, settings, exchange)
 
     def model_tokenizer(self, ck: Checkpoint) -> Tokenizer:
+        """A model's tokenizer (a model of lines: its characters, then BOS as the
+        newline: Checkpoint.text_tokenizer)."""
         return ck.text_tokenizer()
+
+    def check_model(self, ck: Checkpoint, where: str) -> None:
+        """Any model trains on a stream: its tokenizer must cover the data (``open``)."""
 
     def iter_samples(self, model, tokenizer, n, temperature, seed, prompts=(), max_new=None,
                      top_k=0):
@@ -280,7 +306,8 @@ def _tokenizer_fix(plan, tok: Tokenizer) -> str:
     """The end of the error for shards of another tokenizer: the tokenizer's source
     (--init-from or --tokenizer), its vocab size, and how to make shards of it: prepare
     --tokenizer of a folder or file as it is, of a .safetensors model after export-hf
-    wrote its folder; a character model may train on the text with --data-format text."""
+    wrote its folder (a GPT-2's; a microgpt model has none); a character model may train on
+    the text with --data-format text."""
     if plan.init is None:
         source = path = str(plan.tokenizer_choice)
         where = f"--tokenizer {source!r}"
@@ -289,6 +316,8 @@ def _tokenizer_fix(plan, tok: Tokenizer) -> str:
         where = f"the model of --init-from {source!r}"
         path = source if Path(source).is_dir() else "DIR"
     fix = f"`microgpt-fut prepare TEXT --tokenizer {shlex.quote(path)}`"
+    if path == "DIR" and plan.init.arch != "gpt2":  # export-hf writes GPT-2 models only
+        return f"{where} (vocab size {tok.size}): train on the text itself with --data-format text"
     if path == "DIR":
         fix = f"`microgpt-fut export-hf {shlex.quote(source)} DIR`, then " + fix
     if isinstance(tok, CharVocab):

@@ -9,8 +9,10 @@ option that neither reads (naming where it applies), and fixes what the run is:
   from the data (the kind's tokenizer: the characters, --tokenizer bpe or PATH);
 - ``--init-from MODEL``: a new run from MODEL's weights, which keep their sizes
   (a smaller --block-size crops the positional table, nanoGPT's crop_block_size) and
-  their tokenizer (data it cannot read is refused by the kind); the settings are this
-  run's own;
+  their tokenizer (data it cannot read is refused by the kind), on any data format that
+  tokenizer covers (a model of lines reads text with BOS as the newline; a model of text
+  trains on lines when it is a character model whose last token is the newline:
+  kinds.Kind.check_model); the settings are this run's own;
 - ``--resume FILE``: the checkpoint's run. Its model, tokenizer, total steps (and so
   the schedule), batch, seed, optimiser, evaluations and split are fixed: a given one
   must agree, or is refused naming it. Only how it runs may change (--steps-per-call,
@@ -161,7 +163,8 @@ def family_and_kind(o: dict, given: dict) -> tuple[Family, Kind]:
     """The family and kind of a train command: the ones given; else those of the model
     --resume or --init-from names (a Hugging Face folder: gpt2 on text); else microgpt,
     and lines (text with --arch gpt2). Raises OptionConflict when a given one conflicts
-    with the model's (an --init-from model of text may train on tokens, and back)."""
+    with the model's (an --init-from model may train on another data format: _init checks
+    that its tokenizer can; a resumed run keeps its own)."""
     arch, fmt, source = o["arch"], o["data_format"], _source(o)
     if source is None:
         fmt = fmt or ("text" if arch == "gpt2" and "arch" in given else "lines")
@@ -176,8 +179,7 @@ def family_and_kind(o: dict, given: dict) -> tuple[Family, Kind]:
     if "arch" in given and arch != their_arch:
         raise OptionConflict(f"--arch {arch} conflicts with {option} {str(path)!r}, {what}: "
                              f"leave --arch out (or give --arch {their_arch})")
-    if fmt is not None and fmt != their_fmt and (option == "--resume" or
-                                                  "lines" in (fmt, their_fmt)):
+    if fmt is not None and fmt != their_fmt and option == "--resume":
         raise OptionConflict(f"--data-format {fmt} conflicts with {option} {str(path)!r}, "
                              f"{what}: leave --data-format out (or give --data-format "
                              f"{their_fmt})")
@@ -249,10 +251,11 @@ def _init(p: Plan, o: dict, given: dict) -> None:
     positional table cropped to a smaller --block-size."""
     path = p.init_path = o["init_from"]
     where = f"--init-from {str(path)!r}"
-    init = hf.load_checkpoint(path) if hf.is_folder(path) else ckpt.load(path, adam=False)
-    if init.arch != p.family.arch or (init.data_format == "lines") != (p.kind.name == "lines"):
+    init = hf.load_model(path)
+    if init.arch != p.family.arch:
         raise OptionConflict(f"{where} is a {init.arch} model of {init.data_format}; this run "
                              f"trains {p.family.arch} on {p.kind.name}")
+    p.kind.check_model(init, where)  # another data format: where its tokenizer can read it
     for name in ("tokenizer", "vocab_size"):
         if given.get(name) is not None:
             raise ResumeConflict(f"{opt(name)} conflicts with {where}: the run keeps the "

@@ -47,11 +47,11 @@ def iter_continuations(model, vocab: Tokenizer, prompts: list[str], n: int, max_
     prompt order, at most TEXT_CHUNK a call. Sample j of prompt p draws from random
     stream p*n + j; each is the tokenizer's ``decode`` of the prompt's ids and the new
     ones, as transformers decodes ``generate``'s output (a byte-level BPE's incomplete
-    character, even at the end, is U+FFFD). Raises ValueError for an empty prompt and
-    DataError for text the tokenizer cannot encode."""
-    if any(not p for p in prompts):
-        raise ValueError("--prompt is empty; give at least one character")
-    ids = [vocab.encode(p, "--prompt") for p in prompts]
+    character, even at the end, is U+FFFD). An empty prompt starts from <|endoftext|>,
+    which its samples do not print (Tokenizer.prompt_ids). Raises DataError for an empty
+    prompt of a model without that token, and for text the tokenizer cannot encode."""
+    ids = [vocab.prompt_ids(p, "--prompt") for p in prompts]
+    shown = [i if p else i[:0] for i, p in zip(ids, prompts)]  # the text printed before
     total = n * len(prompts)
     pacer, first = CallPacer(TEXT_CHUNK), 0
     while first < total:
@@ -61,5 +61,5 @@ def iter_continuations(model, vocab: Tokenizer, prompts: list[str], n: int, max_
         rows = family_of(model.config).continuations(model, seed, temperature, top_k, rows_of,
                                                      max_new, first)
         pacer.record(k, time.perf_counter() - t0)
-        yield [vocab.decode([*ids[(first + i) // n], *row]) for i, row in enumerate(rows)]
+        yield [vocab.decode([*shown[(first + i) // n], *row]) for i, row in enumerate(rows)]
         first += k
