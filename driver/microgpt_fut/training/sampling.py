@@ -21,7 +21,7 @@ from typing import Iterator
 
 from ..data.lines import Vocab
 from ..data.tokenizer import Tokenizer
-from ..pacing import CallPacer
+from ..pacing import CALL_SECONDS, CallPacer
 from .family import family_of
 
 NAMES_CHUNK = 4096   # the most names one device call makes
@@ -72,33 +72,44 @@ def iter_continuations(model, vocab: Tokenizer, prompts: list[str], n: int, max_
     character, even at the end, is U+FFFD), decoded as it comes
     (Tokenizer.stream_decoder: a character split across two calls comes whole).
 
-    Rows per call: at most TEXT_CHUNK, ``max_rows`` (what fits in memory:
-    memory.sample_rows) and HELD_TOKENS / max_new. Steps per call: paced to
-    pacing.CALL_SECONDS, at most STEPS_CHUNK, measured apart for the steps through
-    the KV cache and those past block_size (a whole-sequence forward each, about
-    block_size times slower), and a call never mixes them. Raises ValueError for an
-    empty prompt and DataError for text the tokenizer cannot encode."""
+    Rows per call: one at first, then as many as one step of each takes about
+    pacing.CALL_SECONDS at the slowest speed measured, at most TEXT_CHUNK, ``max_rows``
+    (what fits in memory: memory.sample_rows) and HELD_TOKENS / max_new. Steps per
+    call: paced to pacing.CALL_SECONDS (CallPacer), at most STEPS_CHUNK, measured apart
+    for the steps through the KV cache and those past block_size (a whole-sequence
+    forward each, about block_size times slower), and a call never mixes them.
+    Raises ValueError for an empty prompt and DataError for text the tokenizer cannot
+    encode."""
     if any(not p for p in prompts):
         raise ValueError("--prompt is empty; give at least one character")
     ids = [vocab.encode(p, "--prompt") for p in prompts]
     total = n * len(prompts)
-    rows_per_call = max(1, min(TEXT_CHUNK, max_rows or TEXT_CHUNK, HELD_TOKENS // max(1, max_new)))
+    most = max(1, min(TEXT_CHUNK, max_rows or TEXT_CHUNK, HELD_TOKENS // max(1, max_new)))
     family, T = family_of(model.config), model.config.block_size
-    cached, past = CallPacer(STEPS_CHUNK), CallPacer(STEPS_CHUNK)
-    for first in range(0, total, rows_per_call):
-        rows_of = [ids[i // n] for i in range(first, min(total, first + rows_per_call))]
-        cont = family.start_continuations(model, seed, temperature, top_k, rows_of, first)
+    pacers: dict[tuple[int, bool], CallPacer] = {}  # by (rows, past block_size)
+    row_step = 0.0  # the slowest seconds per row and step measured
+    first = 0
+    while first < total:
+        rows = (most if max_new == 0 else 1 if row_step == 0  # (nothing to measure)
+                else max(1, min(most, int(CALL_SECONDS / row_step))))
+        rows_of = [ids[i // n] for i in range(first, min(total, first + rows))]
+        first += len(rows_of)
+        cont = family.start_continuations(model, seed, temperature, top_k, rows_of,
+                                          first - len(rows_of))
         lens = [int(x) for x in cont.lens]  # the prompts as the model sees them (cropped)
         steps = 0 if max_new == 0 else max(lens) + max_new - 1
         decoders = [vocab.stream_decoder() for _ in rows_of]
         texts = [[d.feed(r)] for d, r in zip(decoders, rows_of)]
         while cont.steps < steps:
             done = cont.steps
-            pacer, end = (cached, min(steps, T)) if done < T else (past, steps)
+            end = min(steps, T) if done < T else steps
+            pacer = pacers.setdefault((len(rows_of), done >= T), CallPacer(STEPS_CHUNK))
             k = pacer.next_k(done, end - done)
             t0 = time.perf_counter()
             out = cont.advance(k)
-            pacer.record(k, time.perf_counter() - t0)
+            seconds = time.perf_counter() - t0
+            pacer.record(k, seconds)
+            row_step = max(row_step, seconds / (k * len(rows_of)))
             for i, row in enumerate(out):
                 # column s is position done+s+1: new token j = done + s + 1 - lens[i]
                 a, b = max(0, lens[i] - 1 - done), min(k, lens[i] - 1 + max_new - done)
