@@ -419,7 +419,7 @@ def test_paced_continuation_equals_one_call(rt, tiny):
             np.testing.assert_array_equal(out[i, :n - 1], CONT_PROMPTS[i][-cfg.block_size:][1:])
 
 
-def test_one_call_sizes_are_checked_before_the_call(rt, tiny):
+def test_one_call_sizes_are_checked_before_the_call(rt, tiny, monkeypatch):
     """Issue 41: the one-call continuation's [n, longest + max_new] tokens are checked
     before the library allocates them: more than the machine has is a ValueError
     (Futhark's raw "Failed to allocate memory" before), and a size whose bytes overflow
@@ -431,3 +431,9 @@ def test_one_call_sizes_are_checked_before_the_call(rt, tiny):
         model.generate_prompts(1, 1.0, 0, [[1]], 2**62)
     with pytest.raises(ValueError, match="available"):
         model.generate(1, 2**40, 1.0)
+    # the paced path's KV caches, against a machine with 1 MB available
+    from microgpt_fut.training import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: 2**20)
+    with pytest.raises(ValueError, match="KV caches of 4096 continuations"):
+        model.start_prompts(1, 1.0, 0, [[1]] * 4096)

@@ -225,8 +225,12 @@ class DeviceModel:
                       first: int = 0) -> "Continuation":
         """The continuation of n prompts as ``generate_prompts`` makes it, before its first
         step, to be advanced in calls of any length (the library's ``start_prompts``).
-        Raises ValueError for an empty prompt."""
-        padded, lens = prompt_rows(prompts, self.config.block_size)
+        Raises ValueError for an empty prompt, or when the rows' KV caches (held twice
+        while ``advance`` runs) would not fit in memory (check_array_bytes)."""
+        c = self.config
+        padded, lens = prompt_rows(prompts, c.block_size)
+        check_array_bytes(f"the KV caches of {len(lens)} continuations", 4, c.n_layer, len(lens),
+                          c.block_size, c.n_embd, 4)
         value = self.rt.entry("start_prompts", self.state, seed, first, np.float32(temperature),
                               int(top_k), padded, lens)
         return Continuation(self, value, lens)
