@@ -270,3 +270,36 @@ def test_sample_refuses_what_cannot_fit_in_one_line(text_ckpt, monkeypatch):
     assert r.stderr.strip().splitlines() == [
         f"Error: -n {2**62} with 2 prompts makes {2**63} samples, more than the kernels' "
         f"random streams (2^63 - 1): at most -n {(2**63 - 1) // 2}"]
+
+
+def test_a_bpe_sample_split_into_one_token_calls_decodes_as_one_call(monkeypatch):
+    """Issue 41: a random GPT-2 over a byte-level BPE at temperature 1 draws bytes of
+    multi-byte characters (and invalid ones) that calls of one step each split: the
+    printed text is decode of the one-call tokens, U+FFFD where decode has it."""
+    import numpy as np
+
+    need_backend("c")
+    from microgpt_fut.backend.runtime import Runtime
+    from microgpt_fut.data.tokenizer import train_bpe
+    from microgpt_fut.models.gpt2 import GPT2Config, GPT2Model
+
+    tok = train_bpe("héllo wörld, ça va? 日本語のテキスト 🙂🙂 naïve café\n" * 40, 300)
+    config = GPT2Config(tok.size, n_embd=16, n_head=2, n_layer=1, block_size=8)
+    rng = np.random.default_rng(3)
+    params = {k: rng.normal(0, 0.3, s).astype(np.float32) for k, s in config.shapes().items()}
+    model = GPT2Model.from_arrays(Runtime("c", program="gpt2"), config, params)
+    prompts, n, max_new = ["日本", "café 🙂"], 2, 30
+    ids = [tok.encode(p, "--prompt") for p in prompts]
+    rows = [ids[i // n] for i in range(n * len(prompts))]
+    one = model.generate_prompts(8, 1.0, 0, rows, max_new)
+    expected = [tok.decode([*r, *new]) for r, new in zip(rows, one)]
+    assert any("\ufffd" in t for t in expected) and any(ord(c) > 127 for c in "".join(expected))
+    monkeypatch.setattr(sampling, "STEPS_CHUNK", 1)
+    texts, current = [], ""
+    for chunk in sampling.iter_continuations(model, tok, prompts, n, max_new, 1.0, 0, 8):
+        for piece in chunk:
+            current += piece.text
+            if piece.end:
+                texts.append(current)
+                current = ""
+    assert texts == expected
