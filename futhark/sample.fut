@@ -29,6 +29,14 @@ def draw [V] (temperature: f32) (k_top: i64) (k: u64) (ctr: i64) (logits: [V]f32
   if temperature == 0 then argmax logits
   else weighted_sample (softmax (top_k k_top (map (/ temperature) logits))) (uniform k ctr)
 
+-- | Whether an array of these dimensions, `bytes` bytes an element, has a byte
+-- count that fits in i64: Futhark's allocation sizes wrap silently (8 * 2^62 is
+-- 0: a corrupted heap, issue 41), so the sampling entries `assert` it before
+-- they allocate (the driver checks it first, with a message naming the option).
+def fits_i64 (bytes: i64) (dims: []i64) : bool =
+  (loop (ok, p) = (true, bytes) for d in dims do
+     (ok && d >= 0 && (d == 0 || p <= i64.highest / d), if d == 0 then 0 else p * d)).0
+
 module sampler (M: gpt_model) = {
   -- | n samples as microgpt's inference loop, all advancing one position per step:
   -- start from BOS = V-1, draw each next token until BOS or block_size tokens.
@@ -68,8 +76,9 @@ module sampler (M: gpt_model) = {
   def start [V][C][T][L][F][n][P] (_p: M.params [V][C][T][L][F]) (seed: i64) (first: i64)
             (temperature: f32) (k_top: i64) (prompts: [n][P]i64) (lens: [n]i64)
             : continuation [L][n][T][C] =
-    { keys = replicate L (replicate n (replicate T (replicate C 0f32))),
-      values = replicate L (replicate n (replicate T (replicate C 0f32))),
+    let kv_fits = fits_i64 4 [L, n, T, C]
+    in { keys = assert kv_fits (replicate L (replicate n (replicate T (replicate C 0f32)))),
+      values = assert kv_fits (replicate L (replicate n (replicate T (replicate C 0f32)))),
       window = map (\s -> concat s (replicate (T - P) 0i64) :> [T]i64) prompts,
       lens, streams = map (\i -> key seed (first + i)) (iota n), t = 0, temperature, k_top }
 
@@ -87,7 +96,7 @@ module sampler (M: gpt_model) = {
               (c: continuation [L][n][T][C]) (k: i64) : (continuation [L][n][T][C], [n][k]i64) =
     let (window, keys, values, out) =
       loop (window, keys, values, out) = (copy c.window, copy c.keys, copy c.values,
-                                         replicate n (replicate k 0i64))
+                                         assert (fits_i64 8 [n, k]) (replicate n (replicate k 0i64)))
       for s < k do
         let t = c.t + s
         let (logits, keys, values) =
@@ -112,6 +121,7 @@ module sampler (M: gpt_model) = {
                        (prompts: [n][P]i64) (lens: [n]i64) (max_new: i64) : [n][max_new]i64 =
     -- the last step reads position longest + max_new - 2 and draws the longest row's last token
     let steps = if max_new == 0 || n == 0 then 0 else i64.maximum lens + max_new - 1
+    let steps = assert (max_new <= i64.highest - P) steps  -- (advance checks n * steps)
     let (_, out) = advance p hyper (start p seed first temperature k_top prompts lens) steps
     in if steps == 0 then replicate n (replicate max_new 0)
        else map2 (\o len -> o[len - 1:len - 1 + max_new] :> [max_new]i64) out lens
@@ -145,3 +155,18 @@ module sampler (M: gpt_model) = {
 -- input { 3i64 [-0f32, 0f32, -1e-30f32, 1e-30f32] }
 -- output { [-0f32, 0f32, -f32.inf, 1e-30f32] }
 entry test_top_k [n] (k: i64) (logits: [n]f32) : [n]f32 = top_k k logits
+
+-- | Byte counts that fit in i64, and those that wrap (8 * 2^62 = 2^65).
+-- ==
+-- entry: test_fits_i64
+-- input { 8i64 [4611686018427387904i64, 1i64] }
+-- output { false }
+-- input { 8i64 [1152921504606846975i64] }
+-- output { true }
+-- input { 8i64 [1152921504606846976i64] }
+-- output { false }
+-- input { 4i64 [12i64, 0i64, 4611686018427387904i64, 4611686018427387904i64] }
+-- output { true }
+-- input { 4i64 [2i64, 3i64] }
+-- output { true }
+entry test_fits_i64 (bytes: i64) (dims: []i64) : bool = fits_i64 bytes dims
