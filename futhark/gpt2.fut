@@ -110,7 +110,9 @@ entry logits_cached [V][C][T][L][F] (s: state [V][C][T][L][F]) (tokens: [T]i64) 
 -- max_new tokens each; temperature 0 is greedy, top_k 0 keeps every token.
 entry generate [V][C][T][L][F][P] (s: state [V][C][T][L][F]) (seed: i64) (first: i64) (n: i64)
                (temperature: f32) (top_k: i64) (prompt: [P]i64) (max_new: i64) : [n][max_new]i64 =
-  Sample.continue_prompt s.params s.hyper seed first n temperature top_k prompt max_new
+  let P0 = i64.min P T  -- nanoGPT's model sees the prompt's last block_size tokens
+  in Sample.continue_prompts s.params s.hyper seed first temperature top_k
+                             (replicate n (prompt[P - P0:] :> [P0]i64)) (replicate n P0) max_new
 
 -- | Continuations of n different prompts (row i: prompts[i, :lens[i]], the
 -- rest padding; 1 <= lens[i] <= P), max_new tokens each, row i as sample
@@ -119,3 +121,20 @@ entry generate_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i
                        (temperature: f32) (top_k: i64) (prompts: [n][P]i64) (lens: [n]i64)
                        (max_new: i64) : [n][max_new]i64 =
   Sample.continue_prompts s.params s.hyper seed first temperature top_k prompts lens max_new
+
+-- | Prompt continuation in paced calls (sample.fut's `start` and `advance`):
+-- the continuation of n prompts (row i: prompts[i, :lens[i]], the rest
+-- padding; 1 <= lens[i] <= P <= block_size), row i as sample first+i under
+-- seed; temperature 0 is greedy, top_k 0 keeps every token.  An opaque value
+-- holding the KV cache, the last block_size tokens and the step count.
+entry start_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i64) (first: i64)
+                    (temperature: f32) (top_k: i64) (prompts: [n][P]i64) (lens: [n]i64)
+                    : Sample.continuation [L][n][T][C] =
+  Sample.start s.params seed first temperature top_k prompts lens
+
+-- | k more steps of a continuation: the new one and [n][k] tokens, column j
+-- the token at position t + j + 1 of each row (t: the steps taken before;
+-- prompt tokens while that position is inside the row's prompt).
+entry advance [V][C][T][L][F][n] (s: state [V][C][T][L][F]) (c: Sample.continuation [L][n][T][C])
+              (k: i64) : (Sample.continuation [L][n][T][C], [n][k]i64) =
+  Sample.advance s.params s.hyper c k

@@ -92,6 +92,23 @@ entry generate_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i
                        (max_new: i64) : [n][max_new]i64 =
   Sample.continue_prompts s.params s.hyper seed first temperature top_k prompts lens max_new
 
+-- | Prompt continuation in paced calls (sample.fut's `start` and `advance`):
+-- the continuation of n prompts (row i: prompts[i, :lens[i]], the rest
+-- padding; 1 <= lens[i] <= P <= block_size), row i as sample first+i under
+-- seed; temperature 0 is greedy, top_k 0 keeps every token.  An opaque value
+-- holding the KV cache, the last block_size tokens and the step count.
+entry start_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i64) (first: i64)
+                    (temperature: f32) (top_k: i64) (prompts: [n][P]i64) (lens: [n]i64)
+                    : Sample.continuation [L][n][T][C] =
+  Sample.start s.params seed first temperature top_k prompts lens
+
+-- | k more steps of a continuation: the new one and [n][k] tokens, column j
+-- the token at position t + j + 1 of each row (t: the steps taken before;
+-- prompt tokens while that position is inside the row's prompt).
+entry advance [V][C][T][L][F][n] (s: state [V][C][T][L][F]) (c: Sample.continuation [L][n][T][C])
+              (k: i64) : (Sample.continuation [L][n][T][C], [n][k]i64) =
+  Sample.advance s.params s.hyper c k
+
 -- | A whole-array i64 sum, the minimal repro of pocl 3.1's reduction bug: a second
 -- call with other input returns the first result unless the workaround is on.
 entry sum_i64 (xs: []i64) : [1]i64 = [i64.sum xs]

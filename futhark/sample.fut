@@ -29,6 +29,14 @@ def draw [V] (temperature: f32) (k_top: i64) (k: u64) (ctr: i64) (logits: [V]f32
   if temperature == 0 then argmax logits
   else weighted_sample (softmax (top_k k_top (map (/ temperature) logits))) (uniform k ctr)
 
+-- | Whether an array of these dimensions, `bytes` bytes an element, has a byte
+-- count that fits in i64: Futhark's allocation sizes wrap silently (8 * 2^62 is
+-- 0: a corrupted heap, issue 41), so the sampling entries `assert` it before
+-- they allocate (the driver checks it first, with a message naming the option).
+def fits_i64 (bytes: i64) (dims: []i64) : bool =
+  (loop (ok, p) = (true, bytes) for d in dims do
+     (ok && d >= 0 && (d == 0 || p <= i64.highest / d), if d == 0 then 0 else p * d)).0
+
 module sampler (M: gpt_model) = {
   -- | n samples as microgpt's inference loop, all advancing one position per step:
   -- start from BOS = V-1, draw each next token until BOS or block_size tokens.
@@ -52,75 +60,71 @@ module sampler (M: gpt_model) = {
         in (next, keys, values, out, done, pos_id + 1)
     in out
 
-  -- | n continuations of `prompt` (nanoGPT's `generate`), max_new tokens each:
-  -- the prompt (its last T tokens) fills the KV cache, then each new token is
-  -- drawn as `draw` says, token j of sample i with uniform number j of stream
-  -- first+i under `seed`.  Once the sequence is longer than T, the model sees
-  -- only its last T tokens, as nanoGPT crops `idx_cond`: those are run through
-  -- the whole-sequence forward.  Returns [n][max_new] tokens.
-  def continue_prompt [V][C][T][L][F][P] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
-                      (seed: i64) (first: i64) (n: i64) (temperature: f32) (k_top: i64)
-                      (prompt: [P]i64) (max_new: i64) : [n][max_new]i64 =
-    let P0 = i64.min P T
-    let total = P0 + max_new
-    let streams = map (\i -> key seed (first + i)) (iota n)
-    let seqs = replicate n (concat (prompt[P - P0:] :> [P0]i64) (replicate max_new 0i64) :> [total]i64)
-    let keys = replicate L (replicate n (replicate T (replicate C 0f32)))
-    let values = replicate L (replicate n (replicate T (replicate C 0f32)))
-    -- the prompt's first P0-1 tokens into the cache; its last one starts the loop
-    let (keys, values) =
-      loop (keys, values) for pos < P0 - 1 do
-        let (_, keys, values) = M.gpt_tokens p hyper (replicate n seqs[0, pos]) pos keys values
-        in (keys, values)
-    let (seqs, _, _) =
-      loop (seqs, keys, values) for j < max_new do
-        let len = P0 + j  -- tokens so far; the newest is seqs[:, len-1]
-        let (logits, keys, values) =
-          if len <= T
-          then M.gpt_tokens p hyper (map (\s -> s[len - 1]) seqs) (len - 1) keys values
-          else (map (\s -> last (M.gpt_seq p hyper (s[len - T:len] :> [T]i64))) seqs, keys, values)
-        let next = map2 (\k lg -> draw temperature k_top k j lg) streams logits
-        in (seqs with [:, len] = next, keys, values)
-    in map (\s -> s[P0:] :> [max_new]i64) seqs
+  -- | Continuations of n prompts between calls: the KV caches, the last T
+  -- tokens of every row (a ring: position q in slot q % T), each row's prompt
+  -- length, RNG stream and the number t of steps taken.  Carried from one
+  -- `advance` to the next, so that a long continuation is made in bounded,
+  -- interruptible calls whose memory does not grow with its length.
+  type continuation [L][n][T][C] =
+    { keys: [L][n][T][C]f32, values: [L][n][T][C]f32, window: [n][T]i64, lens: [n]i64,
+      streams: [n]u64, t: i64, temperature: f32, k_top: i64 }
 
-  -- | Continuations of n different prompts, max_new tokens each: row i's
-  -- prompt is prompts[i, :lens[i]] (1 <= lens[i] <= P; the rest is padding).
-  -- All rows advance in lockstep, one position per step, so they share the
-  -- KV cache's layout and `gpt_tokens`' single position: at step t every row
-  -- feeds its token at position t (a prompt token while t < lens[i], else the
-  -- one it drew at step t-1) and, from its last prompt token on, draws the next
-  -- one.  Token j of row i is drawn with uniform number j of stream first+i,
-  -- and positions past T see the last T tokens (whole-sequence forward), as in
-  -- `continue_prompt`: row i is `continue_prompt` of its own prompt as sample
-  -- first+i when lens[i] <= T (the driver crops longer prompts to their last T
-  -- tokens, which is what nanoGPT's model sees).  A row whose prompt is
-  -- shorter than the longest finishes early; its later steps are wasted work.
-  -- Returns [n][max_new] tokens.
+  -- | Continuations of n different prompts, before their first step: row i's
+  -- prompt is prompts[i, :lens[i]] (1 <= lens[i] <= P <= T: the driver crops
+  -- longer prompts to their last T tokens, all nanoGPT's model sees; the rest
+  -- is padding), drawn as sample first+i under `seed`.
+  def start [V][C][T][L][F][n][P] (_p: M.params [V][C][T][L][F]) (seed: i64) (first: i64)
+            (temperature: f32) (k_top: i64) (prompts: [n][P]i64) (lens: [n]i64)
+            : continuation [L][n][T][C] =
+    let kv_fits = fits_i64 4 [L, n, T, C]
+    in { keys = assert kv_fits (replicate L (replicate n (replicate T (replicate C 0f32)))),
+      values = assert kv_fits (replicate L (replicate n (replicate T (replicate C 0f32)))),
+      window = map (\s -> concat s (replicate (T - P) 0i64) :> [T]i64) prompts,
+      lens, streams = map (\i -> key seed (first + i)) (iota n), t = 0, temperature, k_top }
+
+  -- | k more steps of `c` (nanoGPT's `generate`, all rows in lockstep so that
+  -- they share the KV cache's layout and `gpt_tokens`' single position).  At
+  -- step t every row feeds its token at position t (a prompt token while
+  -- t < lens[i], else the one it drew at step t-1) and, from its last prompt
+  -- token on, draws token j = t + 1 - lens[i] with uniform number j of its
+  -- stream (`draw`): a row's tokens do not depend on the batch nor on how its
+  -- steps are split into calls.  Positions past T see the last T tokens
+  -- (whole-sequence forward), as nanoGPT crops `idx_cond`.  Returns the new
+  -- state and [n][k] tokens: column s is row i's token at position c.t + s + 1
+  -- (a prompt token while that position is below lens[i]).
+  def advance [V][C][T][L][F][n] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
+              (c: continuation [L][n][T][C]) (k: i64) : (continuation [L][n][T][C], [n][k]i64) =
+    let (window, keys, values, out) =
+      loop (window, keys, values, out) = (copy c.window, copy c.keys, copy c.values,
+                                         assert (fits_i64 8 [n, k]) (replicate n (replicate k 0i64)))
+      for s < k do
+        let t = c.t + s
+        let (logits, keys, values) =
+          if t < T
+          then M.gpt_tokens p hyper (map (\w -> w[t]) window) t keys values
+          else (map (\w -> last (M.gpt_seq p hyper (map (\q -> w[(t + 1 + q) % T]) (iota T))))
+                    window, keys, values)
+        -- every row draws (one code path for the compiler); a row keeps the draw
+        -- once it is past its prompt
+        let next = map4 (\w st len lg ->
+                           let j = t + 1 - len
+                           let d = draw c.temperature c.k_top st (i64.max 0 j) lg
+                           in if j >= 0 then d else w[(t + 1) % T])
+                        window c.streams c.lens logits
+        in (window with [:, (t + 1) % T] = next, keys, values, out with [:, s] = next)
+    in (c with window = window with keys = keys with values = values with t = c.t + k, out)
+
+  -- | `start` and one `advance` of every step: row i's max_new tokens
+  -- ([n][max_new]), in one call (tests, and GPT-2's names).
   def continue_prompts [V][C][T][L][F][n][P] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
                        (seed: i64) (first: i64) (temperature: f32) (k_top: i64)
                        (prompts: [n][P]i64) (lens: [n]i64) (max_new: i64) : [n][max_new]i64 =
-    let total = P + max_new
-    let streams = map (\i -> key seed (first + i)) (iota n)
-    let seqs = map (\s -> concat s (replicate max_new 0i64) :> [total]i64) prompts
     -- the last step reads position longest + max_new - 2 and draws the longest row's last token
     let steps = if max_new == 0 || n == 0 then 0 else i64.maximum lens + max_new - 1
-    let keys = replicate L (replicate n (replicate T (replicate C 0f32)))
-    let values = replicate L (replicate n (replicate T (replicate C 0f32)))
-    let (seqs, _, _) =
-      loop (seqs, keys, values) for t < steps do
-        let (logits, keys, values) =
-          if t < T
-          then M.gpt_tokens p hyper (map (\s -> s[t]) seqs) t keys values
-          else (map (\s -> last (M.gpt_seq p hyper (s[t + 1 - T:t + 1] :> [T]i64))) seqs, keys, values)
-        -- every row draws (one code path for the compiler); a row keeps the draw
-        -- only while it is generating: token j = t + 1 - lens[i] of 0 .. max_new-1
-        let next = map4 (\s k len lg ->
-                           let j = t + 1 - len
-                           let d = draw temperature k_top k (i64.max 0 j) lg
-                           in if j >= 0 && j < max_new then d else s[t + 1])
-                        seqs streams lens logits
-        in (seqs with [:, t + 1] = next, keys, values)
-    in map2 (\s len -> s[len:len + max_new] :> [max_new]i64) seqs lens
+    let steps = assert (max_new <= i64.highest - P) steps  -- (advance checks n * steps)
+    let (_, out) = advance p hyper (start p seed first temperature k_top prompts lens) steps
+    in if steps == 0 then replicate n (replicate max_new 0)
+       else map2 (\o len -> o[len - 1:len - 1 + max_new] :> [max_new]i64) out lens
 
   -- | The sampling path's logits for one sequence of T tokens, one token at a
   -- time through the KV cache: [T] -> [T][V] (to test it against `gpt_seq`).
@@ -151,3 +155,18 @@ module sampler (M: gpt_model) = {
 -- input { 3i64 [-0f32, 0f32, -1e-30f32, 1e-30f32] }
 -- output { [-0f32, 0f32, -f32.inf, 1e-30f32] }
 entry test_top_k [n] (k: i64) (logits: [n]f32) : [n]f32 = top_k k logits
+
+-- | Byte counts that fit in i64, and those that wrap (8 * 2^62 = 2^65).
+-- ==
+-- entry: test_fits_i64
+-- input { 8i64 [4611686018427387904i64, 1i64] }
+-- output { false }
+-- input { 8i64 [1152921504606846975i64] }
+-- output { true }
+-- input { 8i64 [1152921504606846976i64] }
+-- output { false }
+-- input { 4i64 [12i64, 0i64, 4611686018427387904i64, 4611686018427387904i64] }
+-- output { true }
+-- input { 4i64 [2i64, 3i64] }
+-- output { true }
+entry test_fits_i64 (bytes: i64) (dims: []i64) : bool = fits_i64 bytes dims

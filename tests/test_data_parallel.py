@@ -76,6 +76,14 @@ def test_sharded_adam_steps_equal_the_kernels(rts, tiny):
         np.testing.assert_array_equal(dp.generate(11, n, 0.8, first),
                                       MicrogptModel.from_arrays(rts[0], tiny.config, dp.params())
                                       .generate(11, n, 0.8, first))
+    # issue 41: paced continuations split over the contexts, the single context's one call
+    prompts = [[1, 2], [3], [0, 4, 2], [5, 1], [2]]
+    one = MicrogptModel.from_arrays(rts[0], tiny.config, dp.params()).generate_prompts(
+        4, 1.0, 0, prompts, 9, first=3)
+    cont = dp.start_prompts(4, 1.0, 0, prompts, first=3)
+    out = np.concatenate([cont.advance(k) for k in (2, 1, 8)], axis=1)
+    for i, p in enumerate(prompts):
+        np.testing.assert_array_equal(out[i, len(p) - 1:len(p) + 8], one[i])
 
 
 def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):

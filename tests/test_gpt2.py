@@ -246,3 +246,17 @@ def test_uploaded_weights_come_back_unchanged(gpt2_rt):
         got = model.params()
         for k in expected:
             np.testing.assert_array_equal(got[k], expected[k], err_msg=k)
+
+
+def test_paced_continuation_equals_one_call(gpt2_rt):
+    """Issue 41: GPT-2's continuation advanced in calls of a few steps makes the tokens
+    of one call (``generate``), past the context too (block_size T: 4 + 9 steps)."""
+    cfg, hf, _ = tiny(True, seed=4)
+    model = model_of(gpt2_rt, cfg, hf)
+    prompt = np.array([1, 2, 3, 1])
+    max_new = 2 * T + 3
+    whole = model.generate(9, 3, 1.0, 0, prompt, max_new, first=5)
+    cont = model.start_prompts(9, 1.0, 0, [prompt] * 3, first=5)
+    steps = len(prompt) + max_new - 1
+    out = np.concatenate([cont.advance(k) for k in (3, 1, 7, steps - 11)], axis=1)
+    np.testing.assert_array_equal(out[:, len(prompt) - 1:], whole)

@@ -388,3 +388,60 @@ def test_generate_prompts_rows_do_not_depend_on_the_batch(rt, tiny):
                                                          first=4), whole[2:])
     assert not np.array_equal(model.generate_prompts(12, 1.0, 0, CONT_PROMPTS, 8, first=2),
                               whole)
+
+
+def _advance_in(cont, sizes) -> np.ndarray:
+    """A continuation advanced in calls of the given numbers of steps, the columns joined."""
+    return np.concatenate([cont.advance(k) for k in sizes], axis=1)
+
+
+def test_paced_continuation_equals_one_call(rt, tiny):
+    """Issue 41: a continuation advanced in calls of 1, 2, 5, ... steps (the KV cache,
+    the last block_size tokens and the RNG state carried from call to call, across the
+    step where rows pass the context) makes the tokens of one call
+    (``generate_prompts``), at temperature 1 and greedy; column s of a call is position
+    steps + s + 1, so row i's new tokens start at column lens[i] - 1."""
+    cfg = tiny.config
+    params = R.random_params(cfg.shapes(), np.random.default_rng(5), std=0.5)
+    model = MicrogptModel.from_arrays(rt, cfg, params)
+    max_new = 14
+    for temperature, top_k in ((1.0, 0), (0.0, 0), (0.7, 3)):
+        whole = model.generate_prompts(11, temperature, top_k, CONT_PROMPTS, max_new, first=2)
+        cont = model.start_prompts(11, temperature, top_k, CONT_PROMPTS, first=2)
+        lens = cont.lens
+        steps = int(lens.max()) + max_new - 1
+        out = _advance_in(cont, [1, 2, 5, 1, steps - 9])
+        assert cont.steps == steps and out.shape == (len(CONT_PROMPTS), steps)
+        for i, n in enumerate(lens):
+            np.testing.assert_array_equal(out[i, n - 1:n - 1 + max_new], whole[i],
+                                          err_msg=f"row {i}, temperature {temperature}")
+            # before its new tokens, a row repeats its prompt (cropped to block_size)
+            np.testing.assert_array_equal(out[i, :n - 1], CONT_PROMPTS[i][-cfg.block_size:][1:])
+
+
+def test_one_call_sizes_are_checked_before_the_call(rt, tiny, monkeypatch):
+    """Issue 41: the one-call continuation's [n, longest + max_new] tokens are checked
+    before the library allocates them: more than the machine has is a ValueError
+    (Futhark's raw "Failed to allocate memory" before), and a size whose bytes overflow
+    int64 too (the allocation wrapped: a corrupted heap)."""
+    model = MicrogptModel.from_arrays(rt, tiny.config, tiny.params)
+    with pytest.raises(ValueError, match="available"):
+        model.generate_prompts(1, 1.0, 0, [[1]], 4611686018427387)
+    with pytest.raises(ValueError, match="more than int64 can count"):
+        model.generate_prompts(1, 1.0, 0, [[1]], 2**62)
+    with pytest.raises(ValueError, match="available"):
+        model.generate(1, 2**40, 1.0)
+    # the library itself refuses a size whose bytes wrap (where the heap was corrupted),
+    # before it allocates, called past the driver's check
+    cont = model.start_prompts(1, 1.0, 0, [[1]])
+    with pytest.raises(RuntimeError, match="Assertion is false"):
+        rt.entry("advance", model.state, cont.value, 2**62)
+    with pytest.raises(RuntimeError, match="Assertion is false"):
+        rt.entry("generate_prompts", model.state, 1, 0, np.float32(1), 0,
+                 np.ones((1, 1), np.int64), np.ones(1, np.int64), 2**62)
+    # the paced path's KV caches, against a machine with 1 MB available
+    from microgpt_fut.training import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: 2**20)
+    with pytest.raises(ValueError, match="KV caches of 4096 continuations"):
+        model.start_prompts(1, 1.0, 0, [[1]] * 4096)

@@ -144,3 +144,39 @@ def test_batch_and_threads_count_where_they_are_held():
     m32, m128 = (memory.training_need(config, "c", b, 1, 0) for b in (32, 128))
     assert m128.activations == 4 * m32.activations
     assert memory.training_need(config, "c", 32, 1, 0, contexts=2).state > m32.state
+
+
+def _sample_peak(*args) -> tuple[subprocess.CompletedProcess, int]:
+    """(the finished `sample` command, its peak memory in bytes)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "PEAK_FILE": f"{d}/peak"}
+        r = subprocess.run([sys.executable, "-c", _PEAK, "sample", *map(str, args)],
+                           capture_output=True, text=True, timeout=300, env=env)
+        return r, int(open(f"{d}/peak").read()) * 1024
+
+
+def test_sampling_estimate_covers_the_rows_and_not_the_length(tmp_path):
+    """Issue 41: sampling's estimate (memory.sampling_need): what 64 rows sampled at once
+    take beyond 8, measured, is within the estimate's difference and not 3x below it;
+    and 6 times more new tokens (past block_size, in paced calls) take no more memory
+    than 8 MB beyond the shorter sample."""
+    need_backend("c")
+    from microgpt_fut.models.gpt2 import GPT2Config
+
+    r, _ = _train(tmp_path, "--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE,
+                  "--n-embd", 128, "--n-layer", 4, "--n-head", 4, "--block-size", 64,
+                  "--batch-size", 2, "--steps", 1, "--eval-iters", 1, "--samples", 0)
+    assert r.returncode == 0, r.stderr
+    ck = tmp_path / "m.safetensors"
+    peaks = {}
+    for n, max_new in ((8, 80), (64, 80), (8, 480)):
+        r, peaks[n, max_new] = _sample_peak("--checkpoint", ck, "-n", n, "--max-new-tokens",
+                                            max_new, "--plain")
+        assert r.returncode == 0, r.stderr
+    need = memory.sampling_need(GPT2Config(65, 128, 4, 4, 64, None, False), 1, 4096)
+    used = peaks[64, 80] - peaks[8, 80]
+    assert used <= 56 * need.per_row <= 3 * used, (used, need)
+    assert peaks[8, 480] - peaks[8, 80] < 8 * 2**20, peaks

@@ -36,14 +36,15 @@ from . import mpi as cli_mpi
 from ..interrupt import stop_on_signals
 from ..training.loop import lock_path
 from .common import (bad_option, check_memory, check_out, eval_line, exit_if_stdout_closed,
-                     exit_saved, exit_with, first_line, lock_out, ranks_here, runtime, saved_step,
-                     say_line, say_note, train_and_save, user_errors)
+                     exit_saved, exit_with, first_line, lock_out, ranks_here, runtime,
+                     sample_rows, saved_step, say_line, say_note, train_and_save, user_errors)
 from .sample_output import print_samples
 
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Integer options: the kernels take 64-bit integers, so larger values are refused by
 # click with one line (they used to end in an OverflowError traceback).
 _INT_MAX = 2**62
+INT64_MAX = 2**63 - 1
 
 
 class _Int64(click.types.IntParamType):
@@ -493,8 +494,10 @@ def train(ctx, **o):
     temperature = kind.temperature if o["temperature"] is None else o["temperature"]
     tok = run.dataset.vocab
     prompts = kind.default_prompts(tok)
+    rows = sample_rows(run.model.config, s.contexts, strict=False)
     with user_errors():
-        print_samples(kind.iter_samples(run.model, tok, n, temperature, s.seed, prompts),
+        print_samples(kind.iter_samples(run.model, tok, n, temperature, s.seed, prompts,
+                                        max_rows=rows),
                       n * max(1, len(prompts)), "text" if kind.evaluates else "names",
                       header=not quiet)
 
@@ -573,15 +576,20 @@ def sample(ctx, **o):
             click.echo(f"note: --prompt {short} has {length} tokens, more than the model's "
                        f"context of {T}: it sees the last {T}", err=True)
     total = n * max(1, len(prompts))
+    if total > INT64_MAX:  # sample i draws from the kernels' int64 stream i
+        raise bad_option(f"-n {n} with {len(prompts)} prompts makes {total} samples, more "
+                         f"than the kernels' random streams (2^63 - 1): at most -n "
+                         f"{INT64_MAX // len(prompts)}")
     if total == 0:
         return
     family = family_of(ck.config)
+    contexts = min(o["threads"], total)
+    rows = sample_rows(ck.config, contexts)  # before anything is allocated
     rt = runtime(o["backend"], o["device"], quiet=False, program=family.program)
     with user_errors():
-        contexts = min(o["threads"], total)
         model = family.model(rt, ck.config, 0, contexts, None, ck.params, step=ck.step)
         print_samples(kind.iter_samples(model, tok, n, temperature, o["seed"], prompts,
-                                        o["max_new_tokens"], o["top_k"]),
+                                        o["max_new_tokens"], o["top_k"], rows),
                       total, "text" if kind.evaluates else "names", o["plain"])
 
 def _shown(chars: str, limit: int = 100) -> str:

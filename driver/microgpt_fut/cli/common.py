@@ -189,6 +189,23 @@ def check_memory(config, backend: str, rt: Runtime, batch_size: int, steps_per_c
         raise click.ClickException(str(e)) from None
 
 
+def sample_rows(config, contexts: int, strict: bool = True) -> int:
+    """The most samples one sampling call may make on this machine (memory.sample_rows,
+    at most sampling.TEXT_CHUNK or NAMES_CHUNK; ``contexts``: --threads), checked before
+    the model is loaded. When not even one fits: a one-line usage error (exit 2) naming
+    --threads and the most that fit, or that the model is too large; 1 unless
+    ``strict`` (the samples after training, whose model is already in memory)."""
+    from ..training.sampling import NAMES_CHUNK, STEPS_CHUNK, TEXT_CHUNK
+
+    need = memory.sampling_need(config, contexts, STEPS_CHUNK)
+    try:
+        return memory.sample_rows(need, max(TEXT_CHUNK, NAMES_CHUNK), contexts)
+    except memory.RunTooLarge as e:
+        if not strict:
+            return 1
+        raise bad_option(str(e)) from None
+
+
 def exit_saved(ctx, stop, run, out: Path, resume_args: str = "", world=None) -> None:
     """After a signal stopped a run (its checkpoint saved): say so on stderr and exit
     with status 128 + the signal's number (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129;

@@ -7,6 +7,10 @@ SIGTERM or SIGHUP during a call (the last one too) keep everything printed so fa
 that call's samples included (the command then ends with status 128 + the
 signal's number and says how many were printed).
 
+A text sample may come in Pieces (training/sampling.py: a long continuation is
+printed as each paced call makes it); a signal in the middle of one ends the
+piece's line (a --plain JSON string is closed) before the command stops.
+
 Formats: microgpt's (``sample  1: emma``, after a header line on stderr: stdout holds
 only the samples) and nanoGPT's (each
 text followed by a separator line) by default; ``plain`` prints one sample per
@@ -22,6 +26,7 @@ from typing import Iterable
 import click
 
 from ..interrupt import stdout_closed, stop_on_signals
+from ..training.sampling import Piece
 
 NAMES_HEADER = "\n--- inference (new, hallucinated names) ---"
 SEPARATOR = "---------------"  # nanoGPT sample.py's line after each sample
@@ -33,9 +38,19 @@ def _line(kind: str, plain: bool, i: int, sample: str) -> str:
     return json.dumps(sample, ensure_ascii=False) if plain else f"{sample}\n{SEPARATOR}"
 
 
-def print_samples(chunks: Iterable[list[str]], n: int, kind: str, plain: bool = False,
+def _piece(plain: bool, text: str, starts: bool, ends: bool) -> str:
+    """A text sample's piece as _line prints the whole sample: the concatenation of a
+    sample's pieces is its line (JSON escapes character by character)."""
+    body = json.dumps(text, ensure_ascii=False)[1:-1] if plain else text
+    head = '"' if plain and starts else ""
+    tail = ('"\n' if plain else f"\n{SEPARATOR}\n") if ends else ""
+    return head + body + tail
+
+
+def print_samples(chunks: Iterable[list], n: int, kind: str, plain: bool = False,
                   header: bool = True) -> None:
-    """Print the samples of ``chunks`` (lists of str, n in all) as they come.
+    """Print the samples of ``chunks`` (lists of whole samples, str, or of Pieces of
+    text samples; n samples in all) as they come.
 
     kind: "names" (microgpt's format, with its header line unless ``header`` is
     False or ``plain``) or "text" (nanoGPT's). A signal stops the printing after the
@@ -43,7 +58,7 @@ def print_samples(chunks: Iterable[list[str]], n: int, kind: str, plain: bool = 
     many of n were printed, and the command exits with 128 + the signal's number (click.exceptions.Exit). A
     closed pipe (``| head``) ends it quietly with status 141, as SIGPIPE would.
     """
-    printed = 0
+    printed, inside = 0, False  # inside: a sample's pieces have begun, not its end
     try:
         with stop_on_signals() as stop:
             stop.on_second = lambda: f"interrupted twice: printed {printed} of {n} samples"
@@ -51,12 +66,21 @@ def print_samples(chunks: Iterable[list[str]], n: int, kind: str, plain: bool = 
                 if printed == 0 and kind == "names" and header and not plain and part:
                     click.echo(NAMES_HEADER, err=True)  # a banner: stdout holds the samples
                 for sample in part:
-                    click.echo(_line(kind, plain, printed, sample))
-                    printed += 1
+                    if isinstance(sample, Piece):
+                        click.echo(_piece(plain, sample.text, not inside, sample.end), nl=False)
+                        inside = not sample.end
+                        printed += sample.end
+                    else:
+                        click.echo(_line(kind, plain, printed, sample))
+                        printed += 1
                 sys.stdout.flush()
                 if stop():  # even after the last chunk: the signal came during its call
+                    if inside:  # end the cut sample's line, as its end would
+                        click.echo(_piece(plain, "", False, True), nl=False)
+                        sys.stdout.flush()
                     how = "interrupted" if stop.name == "SIGINT" else f"stopped by {stop.name}"
-                    click.echo(f"{how}: printed {printed} of {n} samples", err=True)
+                    cut = " and the start of the next" if inside else ""
+                    click.echo(f"{how}: printed {printed} of {n} samples{cut}", err=True)
                     raise click.exceptions.Exit(128 + stop.signum)
     except BrokenPipeError:
         # the reader went away: nothing more to say (Python would print a traceback

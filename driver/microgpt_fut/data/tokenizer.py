@@ -17,6 +17,7 @@ U+FFFD, exactly as transformers' GPT2Tokenizer decodes (tests/test_tokenizer.py)
 """
 from __future__ import annotations
 
+import codecs
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -74,6 +75,111 @@ class Tokenizer(ABC):
         """The id of GPT-2's ``<|endoftext|>``, or None when there is none."""
         return None
 
+    def stream_decoder(self) -> "StreamDecoder":
+        """A decoder of one sequence given piece by piece (a sample printed as it is
+        made): the concatenation of its ``feed``s and ``finish`` is ``decode`` of the
+        whole sequence, without holding it."""
+        return WindowDecoder(self)
+
+
+class StreamDecoder(ABC):
+    """``feed(ids)`` -> the text those ids complete; ``finish()`` -> the rest."""
+
+    @abstractmethod
+    def feed(self, ids) -> str: ...
+
+    def finish(self) -> str:
+        return ""
+
+
+class WindowDecoder(StreamDecoder):
+    """Any tokenizer's stream, as tokenizers' DecodeStream (and text-generation-
+    inference): decode the ids since the last piece together with that piece's ids
+    (context for decoders that join tokens), and hold them while the text ends with
+    U+FFFD (a character whose bytes are not all there yet). At most HOLD ids are
+    held: past that the U+FFFD stays, as ``decode`` of invalid bytes gives it."""
+
+    HOLD = 16
+
+    def __init__(self, tok: "Tokenizer"):
+        self.tok = tok
+        self.ids: list[int] = []  # the last piece's ids, then the held ones
+        self.prefix = ""          # decode of the last piece's ids
+        self.start = 0            # where the held ids begin in ``ids``
+
+    def feed(self, ids) -> str:
+        out = []
+        for i in ids:
+            self.ids.append(int(i))
+            text = self.tok.decode(self.ids)
+            if (len(text) > len(self.prefix) and text.startswith(self.prefix)
+                    and (not text.endswith("\ufffd") or len(self.ids) - self.start > self.HOLD)):
+                out.append(text[len(self.prefix):])
+                self.ids = self.ids[self.start:]
+                self.prefix, self.start = self.tok.decode(self.ids), len(self.ids)
+        return "".join(out)
+
+    def finish(self) -> str:
+        text = self.tok.decode(self.ids)
+        return text[len(self.prefix):] if text.startswith(self.prefix) else ""
+
+
+class CharDecoder(StreamDecoder):
+    """A character vocabulary's stream: each id is its character."""
+
+    def __init__(self, vocab: "CharVocab"):
+        self.vocab = vocab
+
+    def feed(self, ids) -> str:
+        return self.vocab.decode(ids)
+
+
+def _byte_level_chars() -> dict[str, int]:
+    """GPT-2's ``bytes_to_unicode`` inverted: the character that stands for each byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
+        + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+class ByteLevelDecoder(StreamDecoder):
+    """A byte-level BPE's stream, exact: each token's bytes (tokenizers' ByteLevel
+    decoder: its characters through GPT-2's byte map, or its own UTF-8 when one is
+    not in it, as an added token's), decoded by an incremental UTF-8 decoder with
+    U+FFFD for invalid bytes, which holds a character split across two pieces until
+    its last byte comes (Python's and Rust's lossy decoding both replace maximal
+    invalid subparts, Unicode's recommended practice)."""
+
+    _CHARS: dict[str, int] | None = None
+
+    def __init__(self, tok):
+        if ByteLevelDecoder._CHARS is None:
+            ByteLevelDecoder._CHARS = _byte_level_chars()
+        self.tok = tok
+        self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self.cache: dict[int, bytes] = {}
+
+    def _bytes(self, i: int) -> bytes:
+        b = self.cache.get(i)
+        if b is None:
+            t = self.tok.id_to_token(i)
+            chars = self._CHARS
+            b = (b"" if t is None else bytes(chars[c] for c in t) if all(c in chars for c in t)
+                 else t.encode("utf-8"))
+            self.cache[i] = b
+        return b
+
+    def feed(self, ids) -> str:
+        return self.utf8.decode(b"".join(self._bytes(int(i)) for i in ids))
+
+    def finish(self) -> str:
+        return self.utf8.decode(b"", final=True)
+
 
 @dataclass(frozen=True)
 class CharVocab(Tokenizer):
@@ -110,6 +216,9 @@ class CharVocab(Tokenizer):
         """The characters of a sequence of token ids (prepare.py ``decode``)."""
         return "".join(self.chars[int(i)] for i in ids)
 
+    def stream_decoder(self) -> StreamDecoder:
+        return CharDecoder(self)
+
     def to_json(self) -> str:
         """``{"type": "char", "chars": ...}``."""
         return json.dumps({"type": CHAR_KIND, "chars": self.chars}, ensure_ascii=False)
@@ -140,6 +249,7 @@ class HFTokenizer(Tokenizer):
         self.kind = str((state.get("model") or {}).get("type", "unknown")).lower()
         pre = state.get("pre_tokenizer") or {}
         self._byte_level = self.kind == "bpe" and pre.get("type") == "ByteLevel"
+        self._byte_decoder = (state.get("decoder") or {}).get("type") == "ByteLevel"
         vocab = tok.get_vocab(with_added_tokens=True)
         self._size = max(vocab.values()) + 1 if vocab else 0
         self._eot = vocab.get(EOT)
@@ -175,6 +285,11 @@ class HFTokenizer(Tokenizer):
         """The text of ids (special tokens included; ids above ``size`` are skipped
         by ``tokenizers``; bytes of an incomplete character become U+FFFD)."""
         return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def stream_decoder(self) -> StreamDecoder:
+        """Tokenizer.stream_decoder's: exact by bytes for a byte-level BPE whose decoder
+        is ByteLevel alone (GPT-2's), else the windowed one."""
+        return ByteLevelDecoder(self.tok) if self._byte_decoder else WindowDecoder(self)
 
     def to_json(self) -> str:
         """The tokenizer.json text (``tokenizers.Tokenizer.to_str``)."""

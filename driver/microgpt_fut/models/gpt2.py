@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .microgpt import DeviceModel, GPTConfigBase, state_arrays
+from .microgpt import INT64, DeviceModel, GPTConfigBase, check_array_bytes, state_arrays
 from ..backend.runtime import Runtime
 
 DEVICE_NAMES = ("wte", "wpe", "ln_1_w", "ln_1_b", "c_attn_w", "c_attn_b", "attn_proj_w",
@@ -246,7 +246,14 @@ class GPT2Model(DeviceModel):
     def generate(self, seed: int, n: int, temperature: float, top_k: int, prompt: np.ndarray,
                  max_new: int, first: int = 0) -> np.ndarray:
         """Continuations first..first+n-1 of ``prompt`` (int64 [P], P >= 1): int64
-        [n, max_new]. temperature 0 is greedy; top_k 0 keeps every token."""
+        [n, max_new]. temperature 0 is greedy; top_k 0 keeps every token. Raises
+        ValueError when the call's tokens or KV caches would overflow int64 or not fit in
+        memory (check_array_bytes; ``start_prompts`` makes long ones in paced calls)."""
+        c = self.config
+        check_array_bytes(f"{n} continuations of {max_new} tokens", n,
+                          min(len(prompt), c.block_size) + max_new, INT64)
+        check_array_bytes(f"the KV caches of {n} continuations", 2, c.n_layer, n, c.block_size,
+                          c.n_embd, 4)
         return self.rt.numpy(self.rt.entry("generate", self.state, seed, first, n,
                                            np.float32(temperature), int(top_k),
                                            np.ascontiguousarray(prompt, dtype=np.int64),

@@ -196,34 +196,100 @@ class DeviceModel:
 
     def generate_prompts(self, seed: int, temperature: float, top_k: int, prompts,
                          max_new: int, first: int = 0) -> np.ndarray:
-        """Continuations of n different prompts in one batch with the KV cache (both
-        libraries' ``generate_prompts``: futhark/sample.fut's ``continue_prompts``): int64
-        [n, max_new], row i continuing ``prompts[i]`` (a sequence of >= 1 token ids) as
-        sample first+i under seed: token j of row i is drawn with uniform number j of the
-        kernels' random stream first+i (futhark/rng.fut). temperature 0 is greedy
-        (argmax); otherwise nanoGPT sample.py's softmax(top_k(logits / temperature)),
-        top_k 0 keeping every token.
+        """Continuations of n different prompts in one call with the KV cache (both
+        libraries' ``generate_prompts``: futhark/sample.fut's ``continue_prompts``, one
+        ``advance`` of every step): int64 [n, max_new], row i continuing ``prompts[i]``
+        (a sequence of >= 1 token ids) as sample first+i under seed: token j of row i is
+        drawn with uniform number j of the kernels' random stream first+i
+        (futhark/rng.fut). temperature 0 is greedy (argmax); otherwise nanoGPT
+        sample.py's softmax(top_k(logits / temperature)), top_k 0 keeping every token.
+        ``start_prompts`` makes the same tokens in paced calls.
 
         A prompt longer than block_size is cut to its last block_size tokens (all the
         model sees of it, as nanoGPT crops ``idx_cond``); once a row is longer than
         block_size, each next token sees its last block_size tokens. Raises ValueError
-        for an empty prompt or max_new < 0.
+        for an empty prompt, max_new < 0, or an output whose size overflows int64 or
+        exceeds the machine's memory (the paced calls hold no such array).
         """
-        T = self.config.block_size
-        rows = [np.asarray(p, dtype=np.int64).reshape(-1)[-T:] for p in prompts]
-        if any(len(r) == 0 for r in rows):
-            raise ValueError("every prompt needs at least one token")
+        padded, lens = prompt_rows(prompts, self.config.block_size)
         if max_new < 0:
             raise ValueError(f"max_new must be at least 0, got {max_new}")
-        lens = np.array([len(r) for r in rows], dtype=np.int64)
-        if not rows or max_new == 0:
-            return np.zeros((len(rows), max_new), np.int64)
-        padded = np.zeros((len(rows), int(lens.max())), np.int64)
-        for i, r in enumerate(rows):
-            padded[i, :len(r)] = r
+        if len(lens) == 0 or max_new == 0:
+            return np.zeros((len(lens), max_new), np.int64)
+        check_array_bytes("the continuations", len(lens), int(lens.max()) + max_new, INT64)
         return self.rt.numpy(self.rt.entry("generate_prompts", self.state, seed, first,
                                            np.float32(temperature), int(top_k), padded, lens,
                                            int(max_new)))
+
+    def start_prompts(self, seed: int, temperature: float, top_k: int, prompts,
+                      first: int = 0) -> "Continuation":
+        """The continuation of n prompts as ``generate_prompts`` makes it, before its first
+        step, to be advanced in calls of any length (the library's ``start_prompts``).
+        Raises ValueError for an empty prompt, or when the rows' KV caches (held twice
+        while ``advance`` runs) would not fit in memory (check_array_bytes)."""
+        c = self.config
+        padded, lens = prompt_rows(prompts, c.block_size)
+        check_array_bytes(f"the KV caches of {len(lens)} continuations", 4, c.n_layer, len(lens),
+                          c.block_size, c.n_embd, 4)
+        value = self.rt.entry("start_prompts", self.state, seed, first, np.float32(temperature),
+                              int(top_k), padded, lens)
+        return Continuation(self, value, lens)
+
+
+INT64 = 8
+INT64_MAX = 2**63 - 1
+
+
+def check_array_bytes(what: str, *shape_and_itemsize: int) -> None:
+    """Raise ValueError when an array of these sizes (the last factor: bytes an element)
+    would overflow int64, where Futhark's allocations wrap (a heap corruption), or
+    exceed the memory the machine has now (training/memory.available_memory)."""
+    from ..training.memory import available_memory, _gib
+
+    nbytes = int(np.prod([int(x) for x in shape_and_itemsize], dtype=object))
+    if nbytes > INT64_MAX:
+        raise ValueError(f"{what} would take {nbytes} bytes, more than int64 can count")
+    avail = available_memory()
+    if avail is not None and nbytes > avail:
+        raise ValueError(f"{what} would take {_gib(nbytes)} and the machine has "
+                         f"{_gib(avail)} available")
+
+
+def prompt_rows(prompts, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Prompts (sequences of >= 1 token ids), each cut to its last block_size tokens, as
+    the kernels take them: (int64 [n, longest] padded with 0, int64 [n] lengths).
+    Raises ValueError for an empty prompt."""
+    rows = [np.asarray(p, dtype=np.int64).reshape(-1)[-block_size:] for p in prompts]
+    if any(len(r) == 0 for r in rows):
+        raise ValueError("every prompt needs at least one token")
+    lens = np.array([len(r) for r in rows], dtype=np.int64)
+    padded = np.zeros((len(rows), int(lens.max()) if rows else 0), np.int64)
+    for i, r in enumerate(rows):
+        padded[i, :len(r)] = r
+    return padded, lens
+
+
+class Continuation:
+    """Continuations of n prompts between device calls (futhark/sample.fut's
+    ``continuation``: the KV caches, the rows' last block_size tokens, the RNG
+    streams, the step count), on one context. ``advance(k)`` takes k more steps;
+    ``lens``: int64 [n] prompt lengths (after cropping); ``steps``: steps taken.
+    Step t makes each row's token at position t + 1, so row i's new token j comes
+    at step lens[i] - 1 + j."""
+
+    def __init__(self, model: DeviceModel, value, lens: np.ndarray):
+        self.model, self.value, self.lens, self.steps = model, value, lens, 0
+
+    def advance(self, k: int) -> np.ndarray:
+        """k more steps: int64 [n, k], column s the token at position steps + s + 1 of
+        each row (a prompt token while that position is inside the row's prompt)."""
+        if k < 0 or self.steps + k > INT64_MAX - 1:
+            raise ValueError(f"cannot advance a continuation of {self.steps} steps by {k}")
+        check_array_bytes("the continuations' tokens", len(self.lens), k, INT64)
+        rt = self.model.rt
+        self.value, out = rt.entry("advance", self.model.state, self.value, int(k))
+        self.steps += k
+        return rt.numpy(out)
 
 
 class MicrogptModel(DeviceModel):
@@ -291,6 +357,11 @@ class MicrogptModel(DeviceModel):
                                            np.asarray(tokens, np.int64)))
 
     def generate(self, seed: int, n: int, temperature: float, first: int = 0) -> np.ndarray:
-        """Samples first..first+n-1: int64 [n, block_size], each ended and padded by BOS."""
+        """Samples first..first+n-1: int64 [n, block_size], each ended and padded by BOS.
+        Raises ValueError when the KV caches of n samples would not fit in memory
+        (check_array_bytes)."""
+        c = self.config
+        check_array_bytes(f"the KV caches of {n} samples", 2, c.n_layer, n, c.block_size,
+                          c.n_embd, 4)
         return self.rt.numpy(self.rt.entry("generate", self.state, seed, first, n,
                                            np.float32(temperature)))

@@ -238,6 +238,19 @@ class HostStateModel:
         return self._split(len(prompts), lambda model, rows: model.generate_prompts(
             seed, temperature, top_k, prompts[rows], max_new, first + rows.start))
 
+    def start_prompts(self, seed: int, temperature: float, top_k: int, prompts,
+                      first: int = 0) -> "SplitContinuation":
+        """As the device model's start_prompts, the prompts split over the contexts as
+        ``generate_prompts`` splits them: each advances its share on its own thread."""
+        prompts = list(prompts)
+        parts = shard_rows(len(prompts), len(self.rts)) if prompts else [slice(0, 0)]
+        conts = list(self._pool.map(
+            lambda i: self._device_model(i).start_prompts(seed, temperature, top_k,
+                                                          prompts[parts[i]],
+                                                          first + parts[i].start),
+            range(len(parts))))
+        return SplitContinuation(conts, self._pool)
+
     def _split(self, n: int, call) -> np.ndarray:
         """call(context, rows) for this process's contexts' shares of n rows (all of them:
         samples are not shared with other ranks), concatenated in order."""
@@ -245,6 +258,23 @@ class HostStateModel:
         return np.concatenate(list(self._pool.map(lambda i: call(self._device_model(i),
                                                                  parts[i]),
                                                   range(len(parts)))))
+
+
+class SplitContinuation:
+    """Continuations whose rows are split over contexts (models/microgpt.Continuation's
+    interface): ``advance(k)`` advances every part on its own thread and stacks the
+    rows in order."""
+
+    def __init__(self, parts, pool: ThreadPoolExecutor):
+        self.parts, self._pool = parts, pool
+        self.lens = np.concatenate([c.lens for c in parts])
+        self.steps = 0
+
+    def advance(self, k: int) -> np.ndarray:
+        """k more steps of every row: int64 [n, k] (Continuation.advance)."""
+        out = np.concatenate(list(self._pool.map(lambda c: c.advance(k), self.parts)))
+        self.steps += k
+        return out
 
 
 class DataParallelModel(HostStateModel):

@@ -187,15 +187,16 @@ class Family:
         there); sample i draws from random stream i under seed."""
         raise NotImplementedError
 
-    def continuations(self, model, seed: int, temperature: float, top_k: int, prompts,
-                      max_new: int, first: int) -> np.ndarray:
-        """max_new tokens after each prompt (a sequence of >= 1 token ids; the model sees
-        its last block_size): int64 [len(prompts), max_new], row i from random stream
-        first+i under seed. temperature 0 is greedy; top_k 0 keeps every token. Every
-        family continues in Futhark with the KV cache, all rows in one call: the
-        library's ``generate_prompts`` (futhark/sample.fut's ``continue_prompts``;
-        DeviceModel.generate_prompts). Raises ValueError for an empty prompt."""
-        return model.generate_prompts(seed, temperature, top_k, list(prompts), max_new, first)
+    def start_continuations(self, model, seed: int, temperature: float, top_k: int, prompts,
+                            first: int):
+        """The continuations of ``prompts`` (sequences of >= 1 token id; the model sees
+        the last block_size of each), row i as random stream first+i under seed, before
+        their first step: a Continuation (models/microgpt.py; SplitContinuation over
+        --threads) whose ``advance(k)`` makes k more steps in one call with the KV cache
+        carried over (futhark/sample.fut's ``start`` and ``advance``, the libraries'
+        ``start_prompts`` and ``advance``). temperature 0 is greedy; top_k 0 keeps every
+        token. Raises ValueError for an empty prompt."""
+        return model.start_prompts(seed, temperature, top_k, list(prompts), first)
 
     def logits(self, model, tokens: np.ndarray) -> np.ndarray:
         """Logits of the training path: tokens int64 [B, n], n <= block_size -> float32

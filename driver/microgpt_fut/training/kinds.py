@@ -172,9 +172,10 @@ class LinesKind(Kind):
             "text (a newline between its lines)")
 
     def iter_samples(self, model, tokenizer, n: int, temperature: float, seed: int,
-                     prompts=(), max_new: int = 0, top_k: int = 0):
-        """Names: sampling.iter_names (a lines model has no prompt)."""
-        return iter_names(model, tokenizer, n, temperature, seed)
+                     prompts=(), max_new: int = 0, top_k: int = 0, max_rows: int | None = None):
+        """Names: sampling.iter_names (a lines model has no prompt); at most ``max_rows``
+        a call (memory.sample_rows)."""
+        return iter_names(model, tokenizer, n, temperature, seed, max_rows=max_rows)
 
     def default_prompts(self, tokenizer) -> list[str]:
         return []
@@ -214,11 +215,12 @@ class StreamKind(Kind):
         """Any model trains on a stream: its tokenizer must cover the data (``open``)."""
 
     def iter_samples(self, model, tokenizer, n, temperature, seed, prompts=(), max_new=None,
-                     top_k=0):
-        """Continuations of each prompt (sampling.iter_continuations)."""
+                     top_k=0, max_rows=None):
+        """Continuations of each prompt (sampling.iter_continuations), at most ``max_rows``
+        a call (memory.sample_rows)."""
         return iter_continuations(model, tokenizer, list(prompts), n,
                                   self.max_new if max_new is None else max_new, temperature,
-                                  top_k, seed)
+                                  top_k, seed, max_rows)
 
     def default_prompts(self, tokenizer: Tokenizer) -> list[str]:
         """nanoGPT's start, a newline, when the model can read it; else the first token of

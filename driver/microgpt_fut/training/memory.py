@@ -155,3 +155,65 @@ def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
             f"the checkpoint will take about {_gib(need.checkpoint)} and the disk holding "
             f"--out {str(out)!r} has {_gib(free)} free: free space, choose another --out or "
             "lower --n-embd/--n-layer")
+
+
+# Sampling (cli `sample`, and the samples after `train`): the model on each context and
+# the host's copies of it (checkpoint, state arrays with the optimiser's zero moments),
+# and per row sampled at once the KV caches (twice while a paced call copies them), the
+# whole-sequence forward past block_size and one call's tokens. Memory does not grow
+# with --max-new-tokens: continuations are made in paced calls (sampling.py).
+SAMPLE_STATE_FLOATS = 7      # host checkpoint + state arrays (4), the context's state (3)
+SAMPLE_CONTEXT_FLOATS = 6    # each further --threads context: its state and host copies
+INFER_PER_POSITION = 16      # float32 per position of a forward, times n_embd (one layer's)
+
+
+@dataclass(frozen=True)
+class SampleNeed:
+    """Bytes sampling needs: ``state`` (the model, once per context) and ``per_row``
+    (each sample made in the same call)."""
+
+    state: int
+    per_row: int
+
+    def total(self, rows: int) -> int:
+        return self.state + rows * self.per_row
+
+
+def sampling_need(config: GPTConfigBase, contexts: int = 1, steps_per_call: int = 0) -> SampleNeed:
+    """The estimate for sampling ``config`` over ``contexts`` c contexts (--threads):
+    the model's float32 copies (SAMPLE_STATE_FLOATS per parameter, SAMPLE_CONTEXT_FLOATS
+    more per further context) and, per row, the KV caches [n_layer][block_size][n_embd]
+    for keys and values held twice, the activations of one whole-sequence forward of
+    block_size positions (one layer's at a time, without a backward: the attention
+    scores of each head, INFER_PER_POSITION * n_embd, the logits) and
+    ``steps_per_call`` int64 tokens on the device and host. Fitted to the peak
+    resident memory of `sample` on c (tests/test_memory.py: 1.5x the measured)."""
+    P, T, L, C, V = (config.num_params(), config.block_size, config.n_layer, config.n_embd,
+                     config.vocab_size)
+    state = (SAMPLE_STATE_FLOATS + SAMPLE_CONTEXT_FLOATS * (contexts - 1)) * P * FLOAT
+    kv = 2 * 2 * L * T * C * FLOAT
+    forward = T * (INFER_PER_POSITION * C + config.n_head * T + 2 * V) * FLOAT
+    return SampleNeed(state, kv + forward + 2 * steps_per_call * INT)
+
+
+def sample_rows(need: SampleNeed, most: int, contexts: int = 1,
+                available: int | None = None) -> int:
+    """The most samples (1 <= rows <= most) one call can make within ``available`` bytes
+    (default: available_memory(); unknown: ``most``). Raises RunTooLarge (one line) when
+    not even one fits: naming --threads and the most that fit when fewer contexts
+    would, else saying the checkpoint's model is too large for the machine."""
+    available = available_memory() if available is None else available
+    if available is None:
+        return most
+    if need.total(1) <= available:
+        return max(1, min(most, (available - need.state) // max(1, need.per_row)))
+    if contexts > 1:
+        one = need.state // (SAMPLE_STATE_FLOATS + SAMPLE_CONTEXT_FLOATS * (contexts - 1))
+        fit = (available - need.per_row - SAMPLE_STATE_FLOATS * one) // (SAMPLE_CONTEXT_FLOATS * one) + 1
+        if fit >= 1:
+            raise RunTooLarge(f"--threads {contexts}: sampling needs about {_gib(need.total(1))} "
+                              f"of memory and the machine has {_gib(available)} available: "
+                              f"at most --threads {fit} fits")
+    raise RunTooLarge(f"sampling this model needs about {_gib(need.total(1))} of memory and "
+                      f"the machine has {_gib(available)} available: the --checkpoint's model "
+                      "is too large for this machine")
