@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
+
 from click.testing import CliRunner
 
 from cli_helpers import (NAMES_TXT, assert_one_line_error, broken_checkpoints, names_lines,
-                         need_backend, small_data)
+                         need_backend, small_data, without_metadata_sum)
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import Vocab, read_docs
@@ -73,9 +76,6 @@ def test_train_prints_progress_on_stderr_and_samples_on_stdout(trained):
 def test_train_piped_to_head_trains_to_the_end(tmp_path):
     """`train | head -1` reads the first sample: the run is not stopped by the reader
     (it used to read the data line and stop the run at step 0, status 141)."""
-    import subprocess
-    import sys
-
     need_backend("c")
     out = tmp_path / "m.safetensors"
     p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "train", "--data",
@@ -454,16 +454,17 @@ def test_sample_incompatible_checkpoints(trained, tmp_path):
         meta = dict(f.metadata())
     tensors = load_file(str(out))
     newer = tmp_path / "newer.safetensors"
-    save_file(tensors, str(newer), metadata=dict(meta, format="microgpt-fut/2"))
+    save_file(tensors, str(newer),
+              metadata=without_metadata_sum(dict(meta, format="microgpt-fut/2")))
     assert_one_line_error(run("sample", "--checkpoint", newer), "microgpt-fut/2",
                           "this version reads")
     other = tmp_path / "other.safetensors"
-    save_file(tensors, str(other), metadata=dict(meta, config=meta["config"].replace(
-        '"n_embd": 16', '"n_embd": 24')))
+    save_file(tensors, str(other), metadata=without_metadata_sum(dict(meta, config=meta[
+        "config"].replace('"n_embd": 16', '"n_embd": 24'))))
     assert_one_line_error(run("sample", "--checkpoint", other), "wte", "(27, 24)")
     odd = tmp_path / "odd.safetensors"
-    save_file(tensors, str(odd), metadata=dict(meta, config=meta["config"].replace(
-        '"n_head": 4', '"n_head": 3')))
+    save_file(tensors, str(odd), metadata=without_metadata_sum(dict(meta, config=meta[
+        "config"].replace('"n_head": 4', '"n_head": 3'))))
     assert_one_line_error(run("sample", "--checkpoint", odd), "not divisible")
     foreign = tmp_path / "foreign.safetensors"
     save_file({"weight": np.zeros((2, 2), np.float32)}, str(foreign))
@@ -501,3 +502,25 @@ def test_the_out_lock_is_taken_on_the_resolved_path(tmp_path):
                     lock_out(second, other)
     with click.Context(click.Command("train")) as again:
         lock_out(again, tmp_path / "mlink")
+
+
+def test_an_out_name_too_long_for_its_folder_is_a_usage_error(tmp_path):
+    """A --out name longer than the folder takes (with the 16 bytes its atomic save and
+    loss files add) is refused before training, in one line naming --out, exit 2 (the
+    trial of issue 41: a 40-line OSError traceback from Path.is_dir)."""
+    data = small_data(tmp_path)
+    r = run("train", "--data", data, "--steps", 1, "--out", tmp_path / ("L" * 250 + ".safetensors"))
+    assert r.exit_code == 2
+    assert_one_line_error(r, "--out", "shorter name")
+    assert not list(tmp_path.glob("L*"))
+
+
+def test_devices_into_a_closed_pipe_exits_141_quietly(tmp_path):
+    """`devices | head -1` where the reader is gone before the list is written: exit
+    141 as SIGPIPE, nothing on stderr (the trial of issue 41: exit 1, no message)."""
+    p = subprocess.Popen([sys.executable, "-m", "microgpt_fut", "devices"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    p.stdout.close()  # the reader goes away before the child's first write
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 141, err.decode()
+    assert err.decode() == ""

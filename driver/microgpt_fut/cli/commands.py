@@ -33,7 +33,7 @@ from ..training import choices, curves, hf, plan
 from ..training.family import FAMILIES, FLOAT32_MAX, family_of
 from ..training.kinds import KINDS
 from . import mpi as cli_mpi
-from ..interrupt import stop_on_signals
+from ..interrupt import is_stdout_closed, stop_on_signals
 from ..training.loop import lock_path
 from .common import (bad_option, check_memory, check_out, eval_line, exit_if_stdout_closed,
                      exit_saved, exit_with, first_line, lock_out, ranks_here, runtime,
@@ -800,17 +800,20 @@ def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, va
 
 
 @main.command()
-def devices():
+@click.pass_context
+def devices(ctx):
     """List OpenCL devices (numbered as --device expects) and the built backends."""
     devs = opencl_devices()
     if devs:
-        click.echo("OpenCL devices (--backend opencl --device N):")
+        say_line("OpenCL devices (--backend opencl --device N):")
         for d in devs:
-            click.echo(f"  {d.index}: {d.name} [{d.platform}]" + (" (GPU)" if d.is_gpu else ""))
+            say_line(f"  {d.index}: {d.name} [{d.platform}]" + (" (GPU)" if d.is_gpu else ""))
     else:
-        click.echo("no OpenCL devices found (install pocl-opencl-icd or a GPU driver)")
+        say_line("no OpenCL devices found (install pocl-opencl-icd or a GPU driver)")
     built = built_backends()
-    click.echo(f"built backends: {', '.join(built) if built else 'none'} (in {build_dir()})")
+    say_line(f"built backends: {', '.join(built) if built else 'none'} (in {build_dir()})")
+    if is_stdout_closed():  # `devices | head -1`: as SIGPIPE, quietly (nothing to keep)
+        ctx.exit(141)
 
 
 if __name__ == "__main__":  # pragma: no cover

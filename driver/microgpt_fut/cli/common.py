@@ -55,6 +55,17 @@ def check_out(out: Path, data: Path | None = None, resume: Path | None = None,
     --out may hold a checkpoint only when it is the one being resumed, or with
     --overwrite."""
     folder = out.parent
+    # the atomic save's temporary file (".NAME.XXXXXXXX.tmp", checkpoint.py) and the loss
+    # files beside it need up to 16 bytes more than the name; a longer name would fail
+    # only when the run saves (and Path.is_dir raises on it)
+    try:
+        name_max = os.pathconf(folder if folder.is_dir() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    if len(os.fsencode(out.name)) + 16 > name_max:
+        raise bad_option(f"--out's file name is {len(os.fsencode(out.name))} bytes, more than "
+                         f"this folder's {name_max} less the 16 its save needs; give a "
+                         "shorter name")
     if out.is_dir():
         raise bad_option(f"--out {str(out)!r} is a directory; give a file name")
     if not folder.exists():
