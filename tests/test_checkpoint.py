@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from cli_helpers import overwrite_float
+from cli_helpers import overwrite_float, without_metadata_sum
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training.checkpoint import Checkpoint, CheckpointError
 from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig
@@ -156,7 +156,7 @@ def _rewrite(path, tensors=None, meta=None, drop=()):
     t = load_file(path) if tensors is None else tensors
     for n in drop:
         del t[n]
-    save_file(t, path, metadata=meta)
+    save_file(t, path, metadata=None if meta is None else without_metadata_sum(meta))
 
 
 def _meta(path):
@@ -222,11 +222,39 @@ def test_every_tensor_has_its_crc32_in_the_metadata(tmp_path):
     ck = make()
     ck.losses = np.arange(17, dtype=np.float32)
     ckpt.save(path, ck)
-    sums = json.loads(_meta(path)["checksums"])
+    meta = _meta(path)
+    sums = json.loads(meta["checksums"])
     tensors = load_file(path)
-    assert set(sums) == set(tensors)
+    assert set(sums) == set(tensors) | {"__metadata__"}
     for name, a in tensors.items():  # zlib's CRC-32 of the bytes safetensors reads back
         assert int(sums[name], 16) == zlib.crc32(a.tobytes()), name
+    rest = {k: v for k, v in meta.items() if k != "checksums"}
+    assert int(sums["__metadata__"], 16) == zlib.crc32(json.dumps(rest, sort_keys=True).encode())
+
+
+@pytest.mark.parametrize("key, value", [("config", None), ("vocab", None), ("step", "16"),
+                                        ("seed", "43")])
+def test_a_changed_metadata_value_is_refused(tmp_path, key, value):
+    """The metadata (config, vocabulary, step, settings) is covered too: a header
+    rewritten with one value changed, tensors and their sums kept, is refused in one line
+    (issue 41's trial: a swapped vocabulary or n_head sampled silently)."""
+    path = tmp_path / "m.safetensors"
+    ck = make()
+    ck.losses = np.arange(17, dtype=np.float32)
+    ckpt.save(path, ck)
+    meta = _meta(path)
+    if key == "config":
+        value = meta["config"].replace('"n_head": 2', '"n_head": 1')
+    elif key == "vocab":
+        v = json.loads(meta["vocab"])
+        v[0], v[1] = v[1], v[0]
+        value = json.dumps(v)
+    assert value != meta.get(key)
+    save_file(load_file(path), path, metadata={**meta, key: value})
+    with pytest.raises(CheckpointError) as e:
+        ckpt.load(path, adam=False)
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg and "metadata" in msg and "corrupted" in msg
 
 
 @pytest.mark.parametrize("name, adam", [("wte", False), ("layer1.mlp_fc2", False),

@@ -94,7 +94,8 @@ def test_an_old_checkpoint_continues_as_todays_checkpoint_does(commit, kind, tmp
     if "evals" in meta:
         meta["evals"] = metadata(old)["evals"]
     # the checksums of the tensors it carries (today's code writes them; the old file has none)
-    meta["checksums"] = json.dumps({name: ckpt.checksum(a) for name, a in stored.items()})
+    meta["checksums"] = json.dumps({**{name: ckpt.checksum(a) for name, a in stored.items()},
+                                    "__metadata__": ckpt.metadata_checksum(meta)})
     same = tmp_path / "same.safetensors"
     save_file(stored, str(same), metadata=meta)
 

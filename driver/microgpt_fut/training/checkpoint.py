@@ -15,9 +15,10 @@ byte-level BPE) keeps it as ``tokenizer`` (its tokenizer.json, data/tokenizer.py
 beside an empty ``vocab`` list; character models keep only ``vocab``, as before.
 Writes are atomic: a checkpoint file is either the old one or the complete new one.
 The metadata ``checksums`` (JSON {tensor name: CRC-32 as 8 hex digits}) covers every
-tensor's bytes, checked by ``load`` for each tensor it reads, so that a file damaged
-after it was saved is refused even where its values stay finite; files written before
-it have none and load unchecked.
+tensor's bytes, checked by ``load`` for each tensor it reads, and under ``__metadata__``
+the rest of the metadata, so that a file damaged after it was saved is refused even
+where its values stay finite; files written before it have none (or no metadata sum)
+and load unchecked.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ FORMAT = "microgpt-fut/1"
 _FORMAT_NAME = FORMAT.split("/")[0]
 _MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
 CHECKSUMS = "checksums"  # the metadata key of the tensors' CRC-32s
+METADATA_SUM = "__metadata__"  # in CHECKSUMS: the other metadata's (no tensor has this name)
 LOSSES = "train.losses"
 NORMS = "train.grad_norms"
 CONFIGS = {"microgpt": MicrogptConfig, "gpt2": GPT2Config}  # arch -> config class
@@ -156,6 +158,24 @@ def checksum(a: np.ndarray) -> str:
     return f"{zlib.crc32(memoryview(np.ascontiguousarray(a)).cast('B')):08x}"
 
 
+def metadata_checksum(meta: dict[str, str]) -> str:
+    """The CRC-32 of the metadata but ``checksums``, as JSON with sorted keys: what
+    ``save`` puts under METADATA_SUM, so that a changed config, vocabulary, step or
+    setting is refused as a changed tensor is."""
+    rest = {k: v for k, v in meta.items() if k != CHECKSUMS}
+    return f"{zlib.crc32(json.dumps(rest, sort_keys=True).encode()):08x}"
+
+
+def check_metadata_sum(meta: dict[str, str], where: str) -> None:
+    """Raise CheckpointError (one line) when the metadata differs from the CRC-32 saved
+    with it; nothing to check in a file written before it had one."""
+    sums = _checksums(meta, where)
+    if sums is not None and METADATA_SUM in sums and sums[METADATA_SUM] != metadata_checksum(meta):
+        raise CheckpointError(f"{where}: its metadata (config, vocabulary, step, settings) does "
+                              "not match its checksum: the file is corrupted (changed after it "
+                              "was saved); use another checkpoint or train again")
+
+
 def _checksums(meta: dict[str, str], where: str) -> dict[str, str] | None:
     """The ``checksums`` metadata as {name: hex}, None when absent (an older file)."""
     if CHECKSUMS not in meta:
@@ -233,7 +253,8 @@ def save(path: str | Path, ck: Checkpoint) -> None:
     from safetensors.numpy import save as st_save
 
     meta = _metadata(ck)
-    meta[CHECKSUMS] = json.dumps({name: checksum(a) for name, a in tensors.items()})
+    meta[CHECKSUMS] = json.dumps({**{name: checksum(a) for name, a in tensors.items()},
+                                  METADATA_SUM: metadata_checksum(meta)})
     data = st_save(tensors, metadata=meta)
     try:
         replace_file(path, data)
@@ -378,6 +399,7 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
             meta = f.metadata() or {}
             names = set(f.keys())
             _check_format(meta, where)
+            check_metadata_sum(meta, where)
             for k in ("config", "vocab", "step"):
                 if k not in meta:
                     raise CheckpointError(f"{where} lacks the {k!r} metadata")
