@@ -52,6 +52,17 @@ def text_ckpt(tmp_path_factory):
     return out
 
 
+def _samples(chunks) -> list[str]:
+    """The whole samples that iter_continuations' lists of Pieces spell."""
+    texts, current = [], ""
+    for piece in (piece for chunk in chunks for piece in chunk):
+        current += piece.text
+        if piece.end:
+            texts.append(current)
+            current = ""
+    return texts
+
+
 def test_ctrl_c_keeps_the_samples_printed_and_counts_them(names_ckpt):
     p = subprocess.Popen(_cli("sample", "--checkpoint", names_ckpt, "-n", N, "--plain"),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -202,16 +213,8 @@ def test_text_samples_do_not_depend_on_the_pacing(text_ckpt, monkeypatch, steps_
     one = model.generate_prompts(5, 0.9, 0, rows, max_new)
     expected = [tok.decode([*r, *new]) for r, new in zip(rows, one)]
     monkeypatch.setattr(sampling, "STEPS_CHUNK", steps_chunk)
-    pieces = [piece for chunk in sampling.iter_continuations(model, tok, prompts, n, max_new, 0.9,
-                                                             0, 5, max_rows=2)
-              for piece in chunk]
-    texts, current = [], ""
-    for piece in pieces:
-        current += piece.text
-        if piece.end:
-            texts.append(current)
-            current = ""
-    assert texts == expected
+    assert _samples(sampling.iter_continuations(model, tok, prompts, n, max_new, 0.9, 0, 5,
+                                                max_rows=2)) == expected
 
 
 def test_stream_decoders_are_decode_of_the_whole(tmp_path):
@@ -297,11 +300,5 @@ def test_a_bpe_sample_split_into_one_token_calls_decodes_as_one_call(monkeypatch
     expected = [tok.decode([*r, *new]) for r, new in zip(rows, one)]
     assert any("\ufffd" in t for t in expected) and any(ord(c) > 127 for c in "".join(expected))
     monkeypatch.setattr(sampling, "STEPS_CHUNK", 1)
-    texts, current = [], ""
-    for chunk in sampling.iter_continuations(model, tok, prompts, n, max_new, 1.0, 0, 8):
-        for piece in chunk:
-            current += piece.text
-            if piece.end:
-                texts.append(current)
-                current = ""
-    assert texts == expected
+    assert _samples(sampling.iter_continuations(model, tok, prompts, n, max_new, 1.0, 0,
+                                                8)) == expected
