@@ -130,3 +130,31 @@ def without_metadata_sum(meta: dict) -> dict:
         sums.pop("__metadata__", None)
         out["checksums"] = json.dumps(sums)
     return out
+
+
+OPTIMIZED_LOAD = """
+import importlib, sys
+from microgpt_fut.training.checkpoint import CheckpointError
+module, name = sys.argv[1].rsplit(".", 1)
+print("optimize", sys.flags.optimize)
+try:
+    getattr(importlib.import_module(module), name)(sys.argv[2])
+except CheckpointError as e:
+    print(f"{type(e).__name__}: {e}")
+else:
+    print("loaded")
+"""
+
+
+def load_under_optimize(load: str, path: Path) -> str:
+    """What ``load`` (a function's dotted name) says of path under ``python -O``, which
+    strips asserts: the CheckpointError's class and line, or "loaded"."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-O", "-c", OPTIMIZED_LOAD, load, str(path)],
+                       capture_output=True, text=True, timeout=120)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0] == "optimize 1" and len(lines) == 2, (r.stdout,
+                                                                                 r.stderr)
+    return lines[1]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from cli_helpers import overwrite_float, without_metadata_sum
+from cli_helpers import load_under_optimize, overwrite_float, without_metadata_sum
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training.checkpoint import Checkpoint, CheckpointError
 from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig
@@ -281,3 +281,17 @@ def test_a_checkpoint_without_checksums_still_loads(tmp_path):
     _rewrite(path, meta=meta)
     overwrite_float(path, "wte", 1.5)
     assert ckpt.load(path).params["wte"][0, 0] == 1.5
+
+
+@pytest.mark.parametrize("key, value, what", [
+    ("vocab", json.dumps([1, 2, 3, 4, 5]), "'vocab' is not a list of characters"),
+    ("evals", json.dumps([[10, 2.5]]), "'evals' holds an entry of 2 values, not 3 or 5"),
+])
+def test_metadata_checks_hold_under_python_optimize(tmp_path, key, value, what):
+    """``python -O`` strips asserts: a vocabulary of numbers (the right count for
+    vocab_size) or an evaluation of 2 values is still refused in one line naming it."""
+    path = tmp_path / "m.safetensors"
+    ckpt.save(path, make())
+    _rewrite(path, meta={**_meta(path), key: value})
+    expected = f"CheckpointError: checkpoint {str(path)!r} has unusable metadata: {what}"
+    assert load_under_optimize("microgpt_fut.training.checkpoint.load", path) == expected

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import get_runtime
+from cli_helpers import load_under_optimize
 from hf_helpers import need, random_hf_model, save_hf_folder, shakespeare, small_bpe
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training import hf
@@ -370,6 +371,20 @@ def test_refusals_are_one_line_naming_the_key(small, tmp_path, case):
     msg = _one_line(e)
     assert str(folder) in msg and named in msg, msg
     assert isinstance(e.value, ckpt.CheckpointError)  # the CLI's one-line errors
+
+
+@pytest.mark.parametrize("edit, what", [
+    (lambda f: (f / "config.json").write_text("[1, 2]"), "cannot read config.json: not a "
+                                                        "JSON object"),
+    (REFUSALS["truncated"][0], "model.safetensors is truncated or damaged at tensor"),
+])
+def test_refusals_hold_under_python_optimize(small, tmp_path, edit, what):
+    """``python -O`` strips asserts: a config.json that is not an object, or tensors past
+    the end of the file, are still refused in one line."""
+    folder = _copy(small, tmp_path)
+    edit(folder)
+    line = load_under_optimize("microgpt_fut.training.hf.load_folder", folder)
+    assert line.startswith(f"HFError: Hugging Face folder {str(folder)!r}: {what}"), line
 
 
 def test_name_and_dtype_variants_load_the_same(small, tmp_path):

@@ -28,6 +28,7 @@ import os
 import struct
 import tempfile
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,10 +183,11 @@ def _checksums(meta: dict[str, str], where: str) -> dict[str, str] | None:
         return None
     try:
         sums = json.loads(meta[CHECKSUMS])
-        assert isinstance(sums, dict) and all(isinstance(v, str) for v in sums.values())
-    except (ValueError, AssertionError):
+    except ValueError:
+        sums = None
+    if not isinstance(sums, dict) or not all(isinstance(v, str) for v in sums.values()):
         raise CheckpointError(f"{where} has unusable {CHECKSUMS!r} metadata: the file is "
-                              "corrupted; use another checkpoint or train again") from None
+                              "corrupted; use another checkpoint or train again")
     return sums
 
 
@@ -303,6 +305,19 @@ def replace_file(path: Path, data: bytes) -> None:
         PARTIAL_FILES.discard(name)
 
 
+def _data_end(header: bytes) -> int | None:
+    """Where the tensors' data ends (bytes after the header) by a safetensors header, or
+    None when the header is not one (not a JSON object of tensor entries)."""
+    try:
+        info = json.loads(header.decode("utf-8"))
+        if not isinstance(info, dict):
+            return None
+        return max((int(t["data_offsets"][1]) for k, t in info.items() if k != "__metadata__"),
+                   default=0)
+    except Exception:  # any malformed entry: not a safetensors header
+        return None
+
+
 def _check_file(path: Path) -> None:
     """Check the safetensors framing (header length, JSON header, data size)."""
     where = f"checkpoint {str(path)!r}"
@@ -327,15 +342,31 @@ def _check_file(path: Path) -> None:
         raise CheckpointError(f"{where} is not a safetensors file")
     if header is None:
         raise CheckpointError(f"{where} is truncated (header of {n} bytes, file of {size})")
-    try:
-        info = json.loads(header.decode("utf-8"))
-        assert isinstance(info, dict)
-        end = max((int(t["data_offsets"][1]) for k, t in info.items() if k != "__metadata__"),
-                  default=0)
-    except Exception:
-        raise CheckpointError(f"{where} is not a safetensors file (bad header)") from None
+    end = _data_end(header)
+    if end is None:
+        raise CheckpointError(f"{where} is not a safetensors file (bad header)")
     if 8 + n + end > size:
         raise CheckpointError(f"{where} is truncated ({size} bytes, needs {8 + n + end})")
+
+
+def _first_line(e: Exception) -> str:
+    """An exception's first line, or its class's name when it has no message."""
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+@contextmanager
+def _opened(path: Path, where: str):
+    """safetensors' safe_open of a file that passed ``_check_file``; safetensors' own
+    errors, there and in the body, become one-line CheckpointErrors."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            yield f
+    except CheckpointError:
+        raise
+    except Exception as e:  # safetensors' own errors
+        raise CheckpointError(f"cannot read {where}: {_first_line(e)}") from None
 
 
 def _parse_train(meta: dict[str, str]) -> dict:
@@ -365,16 +396,148 @@ def read_metadata(path: str | Path) -> dict[str, str]:
     path = Path(path)
     where = f"checkpoint {str(path)!r}"
     _check_file(path)
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = dict(f.metadata() or {})
-    except Exception as e:  # safetensors' own errors
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"cannot read {where}: {msg}") from None
+    with _opened(path, where) as f:
+        meta = dict(f.metadata() or {})
     _check_format(meta, where)
     return meta
+
+
+@dataclass(frozen=True)
+class _Header:
+    """What a checkpoint's metadata says, checked (``_read_header``); Checkpoint's fields."""
+
+    config: GPTConfigBase
+    vocab: list[str]
+    step: int
+    train: dict
+    data_format: str
+    evals: list | None
+    tokenizer: tokenizers.Tokenizer | None
+
+
+def _kind(meta: dict[str, str], where: str) -> tuple[str, str]:
+    """(arch, data_format) of the metadata (absent: microgpt, lines), each one known."""
+    arch = meta.get("arch", "microgpt")
+    data_format = meta.get("data_format", "lines")
+    if arch not in CONFIGS:
+        raise CheckpointError(f"{where} has an unknown arch {arch!r} "
+                              f"(this version knows {', '.join(CONFIGS)})")
+    if data_format not in DATA_FORMATS:
+        raise CheckpointError(f"{where} has an unknown data_format {data_format!r}")
+    return arch, data_format
+
+
+def _parse_vocab(text: str) -> list[str]:
+    """The ``vocab`` metadata: a JSON list of strings (ValueError otherwise)."""
+    vocab = json.loads(text)
+    if not isinstance(vocab, list) or not all(isinstance(c, str) for c in vocab):
+        raise ValueError("'vocab' is not a list of characters")
+    return vocab
+
+
+def _parse_evals(text: str | None) -> list | None:
+    """The ``evals`` metadata (None when absent): [step, train, val] or [step, train, val,
+    acc, acc_norm] entries, a null loss (no validation split) read as NaN (ValueError
+    for any other shape)."""
+    if text is None:
+        return None
+    evals = json.loads(text)
+    if evals is None:  # JSON null: as absent
+        return None
+    if not isinstance(evals, list) or not all(isinstance(e, list) for e in evals):
+        raise ValueError("'evals' is not a list of lists")
+    for e in evals:
+        if len(e) not in (3, 5):
+            raise ValueError(f"'evals' holds an entry of {len(e)} values, not 3 or 5")
+    return [[e[0], *(math.nan if x is None else float(x) for x in e[1:])] for e in evals]
+
+
+def _tokenizer(meta: dict[str, str], config: GPTConfigBase, vocab: list[str],
+               data_format: str, where: str) -> tokenizers.Tokenizer | None:
+    """The tokenizer of the metadata (None for a model of lines without one), checked
+    against the vocabulary and the config's vocab_size."""
+    if "tokenizer" in meta:
+        try:
+            tok = tokenizers.from_json(meta["tokenizer"])
+        except ValueError as e:
+            raise CheckpointError(f"{where} has an unusable tokenizer: "
+                                  f"{str(e).splitlines()[0]}") from None
+        if vocab:
+            raise CheckpointError(f"{where} has both a vocab and a tokenizer")
+        if tok.size > config.vocab_size:
+            raise CheckpointError(f"{where}: its tokenizer has {tok.size} tokens, more "
+                                  f"than vocab_size {config.vocab_size}")
+        return tok
+    n_tokens = len(vocab) + (1 if data_format == "lines" else 0)  # lines add BOS
+    if n_tokens != config.vocab_size:
+        raise CheckpointError(f"{where}: vocabulary of {len(vocab)} characters does "
+                              f"not match vocab_size {config.vocab_size}")
+    return tokenizers.CharVocab("".join(vocab)) if data_format != "lines" else None
+
+
+def _read_header(meta: dict[str, str], where: str) -> _Header:
+    """The checked metadata of a checkpoint: its format, its CRC-32, the keys it needs,
+    the config, vocabulary, step, settings, evaluations and tokenizer."""
+    _check_format(meta, where)
+    check_metadata_sum(meta, where)
+    for k in ("config", "vocab", "step"):
+        if k not in meta:
+            raise CheckpointError(f"{where} lacks the {k!r} metadata")
+    arch, data_format = _kind(meta, where)
+    try:
+        config = CONFIGS[arch](**json.loads(meta["config"]))
+        config.validate()
+        vocab = _parse_vocab(meta["vocab"])
+        step = int(meta["step"])
+        train = _parse_train(meta)
+        evals = _parse_evals(meta.get("evals"))
+    except Exception as e:  # JSON, the config's own checks, numbers
+        raise CheckpointError(f"{where} has unusable metadata: {_first_line(e)}") from None
+    tok = _tokenizer(meta, config, vocab, data_format, where)
+    return _Header(config, vocab, step, train, data_format, evals, tok)
+
+
+def _read_tensors(f, shapes: dict[str, tuple], where: str) -> dict[str, np.ndarray]:
+    """The tensors named in shapes from the open file f, each checked to be there, float32,
+    and of its shape."""
+    names = set(f.keys())
+    tensors = {}
+    for name, shape in shapes.items():
+        if name not in names:
+            raise CheckpointError(f"{where} lacks tensor {name!r}")
+        arr = f.get_tensor(name)
+        if arr.dtype != np.float32:
+            raise CheckpointError(f"{where}: tensor {name!r} is {arr.dtype}, not float32")
+        if tuple(arr.shape) != tuple(shape):
+            raise CheckpointError(f"{where}: tensor {name!r} has shape {tuple(arr.shape)}, "
+                                  f"its config needs {tuple(shape)}")
+        tensors[name] = arr
+    return tensors
+
+
+def _read_series(f, step: int, where: str) -> dict[str, np.ndarray | None]:
+    """{LOSSES, NORMS: float32 [step] from the open file f, or None where absent}."""
+    names = set(f.keys())
+    series = {}
+    for name in (LOSSES, NORMS):
+        a = f.get_tensor(name) if name in names else None
+        if a is not None and (a.dtype != np.float32 or a.shape != (step,)):
+            raise CheckpointError(f"{where}: tensor {name!r} is {a.dtype} "
+                                  f"{tuple(a.shape)}, expected float32 ({step},)")
+        series[name] = a
+    return series
+
+
+def _check_values(tensors: dict[str, np.ndarray], sums: dict[str, str] | None,
+                  where: str) -> None:
+    """Refuse (CheckpointError) a tensor holding a NaN or an infinity, or one whose bytes
+    differ from the CRC-32 saved with it."""
+    bad = first_nonfinite(tensors)
+    if bad is not None:
+        raise CheckpointError(f"{where}: tensor {bad!r} holds NaN or infinite values: the "
+                              "file is unusable (microgpt-fut never saves such values; it "
+                              "was damaged or written elsewhere)")
+    check_sums(tensors, sums, where)
 
 
 def load(path: str | Path, adam: bool = True) -> Checkpoint:
@@ -387,100 +550,25 @@ def load(path: str | Path, adam: bool = True) -> Checkpoint:
     be float32 [step]), and when a tensor read (the weights, and Adam's moments
     unless adam=False) holds a NaN or an infinity, or differs from the CRC-32 saved with
     it (the ``checksums`` metadata; a file written before checksums has none and is read
-    without this check).
+    without this check). The checks are raised errors, not asserts: they hold under
+    ``python -O``.
     """
     path = Path(path)
     where = f"checkpoint {str(path)!r}"
     _check_file(path)
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = f.metadata() or {}
-            names = set(f.keys())
-            _check_format(meta, where)
-            check_metadata_sum(meta, where)
-            for k in ("config", "vocab", "step"):
-                if k not in meta:
-                    raise CheckpointError(f"{where} lacks the {k!r} metadata")
-            arch = meta.get("arch", "microgpt")
-            data_format = meta.get("data_format", "lines")
-            if arch not in CONFIGS:
-                raise CheckpointError(f"{where} has an unknown arch {arch!r} "
-                                      f"(this version knows {', '.join(CONFIGS)})")
-            if data_format not in DATA_FORMATS:
-                raise CheckpointError(f"{where} has an unknown data_format {data_format!r}")
-            try:
-                config = CONFIGS[arch](**json.loads(meta["config"]))
-                config.validate()
-                vocab = json.loads(meta["vocab"])
-                assert isinstance(vocab, list) and all(isinstance(c, str) for c in vocab)
-                step = int(meta["step"])
-                train = _parse_train(meta)
-                evals = json.loads(meta["evals"]) if "evals" in meta else None
-                assert evals is None or all(len(e) in (3, 5) for e in evals)
-                if evals is not None:  # null: no validation split
-                    evals = [[e[0], *(math.nan if x is None else float(x) for x in e[1:])]
-                             for e in evals]
-            except Exception as e:
-                raise CheckpointError(f"{where} has unusable metadata: "
-                                      f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
-                                      ) from None
-            tok = None
-            if "tokenizer" in meta:
-                try:
-                    tok = tokenizers.from_json(meta["tokenizer"])
-                except ValueError as e:
-                    raise CheckpointError(f"{where} has an unusable tokenizer: "
-                                          f"{str(e).splitlines()[0]}") from None
-                if vocab:
-                    raise CheckpointError(f"{where} has both a vocab and a tokenizer")
-                if tok.size > config.vocab_size:
-                    raise CheckpointError(f"{where}: its tokenizer has {tok.size} tokens, more "
-                                          f"than vocab_size {config.vocab_size}")
-            else:
-                n_tokens = len(vocab) + (1 if data_format == "lines" else 0)  # lines add BOS
-                if n_tokens != config.vocab_size:
-                    raise CheckpointError(f"{where}: vocabulary of {len(vocab)} characters does "
-                                          f"not match vocab_size {config.vocab_size}")
-                if data_format != "lines":
-                    tok = tokenizers.CharVocab("".join(vocab))
-            groups = [""] + (["adam.m.", "adam.v."] if adam else [])
-            expected = {}
-            for prefix in groups:
-                expected.update(config.file_shapes(prefix))
-            tensors = {}
-            for name, shape in expected.items():
-                if name not in names:
-                    raise CheckpointError(f"{where} lacks tensor {name!r}")
-                arr = f.get_tensor(name)
-                if arr.dtype != np.float32:
-                    raise CheckpointError(f"{where}: tensor {name!r} is {arr.dtype}, not float32")
-                if tuple(arr.shape) != tuple(shape):
-                    raise CheckpointError(f"{where}: tensor {name!r} has shape {tuple(arr.shape)}, "
-                                          f"its config needs {tuple(shape)}")
-                tensors[name] = arr
-            series = {}
-            for name in (LOSSES, NORMS):
-                a = f.get_tensor(name) if name in names else None
-                if a is not None and (a.dtype != np.float32 or a.shape != (step,)):
-                    raise CheckpointError(f"{where}: tensor {name!r} is {a.dtype} "
-                                          f"{tuple(a.shape)}, expected float32 ({step},)")
-                series[name] = a
-            sums = _checksums(meta, where)
-    except CheckpointError:
-        raise
-    except Exception as e:  # safetensors' own errors
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"cannot read {where}: {msg}") from None
-    bad = first_nonfinite(tensors)
-    if bad is not None:
-        raise CheckpointError(f"{where}: tensor {bad!r} holds NaN or infinite values: the "
-                              "file is unusable (microgpt-fut never saves such values; it "
-                              "was damaged or written elsewhere)")
-    check_sums({**tensors, **{k: a for k, a in series.items() if a is not None}}, sums, where)
-    params = config.from_file(tensors)
-    m = config.from_file(tensors, "adam.m.") if adam else None
-    v = config.from_file(tensors, "adam.v.") if adam else None
-    return Checkpoint(config, vocab, params, m, v, step, train, series[LOSSES], data_format,
-                      series[NORMS], evals, tok)
+    groups = [""] + (["adam.m.", "adam.v."] if adam else [])
+    with _opened(path, where) as f:
+        meta = f.metadata() or {}
+        head = _read_header(meta, where)
+        shapes = {name: shape for prefix in groups
+                  for name, shape in head.config.file_shapes(prefix).items()}
+        tensors = _read_tensors(f, shapes, where)
+        series = _read_series(f, head.step, where)
+    _check_values({**tensors, **{k: a for k, a in series.items() if a is not None}},
+                  _checksums(meta, where), where)
+    params = head.config.from_file(tensors)
+    m = head.config.from_file(tensors, "adam.m.") if adam else None
+    v = head.config.from_file(tensors, "adam.v.") if adam else None
+    return Checkpoint(head.config, head.vocab, params, m, v, head.step, head.train,
+                      series[LOSSES], head.data_format, series[NORMS], head.evals,
+                      head.tokenizer)

@@ -103,10 +103,11 @@ def read_config(folder: str | Path) -> GPT2Config:
         raise HFError(f"{where} has no config.json (not a Hugging Face model folder)")
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
-        assert isinstance(cfg, dict), "not a JSON object"
-    except (OSError, ValueError, AssertionError) as e:
+    except (OSError, ValueError) as e:
         msg = getattr(e, "strerror", None) or str(e).splitlines()[0] or type(e).__name__
         raise HFError(f"{where}: cannot read config.json: {msg}") from None
+    if not isinstance(cfg, dict):
+        raise HFError(f"{where}: cannot read config.json: not a JSON object")
     if cfg.get("model_type") != "gpt2":
         raise HFError(f"{where}: config.json 'model_type' is {json.dumps(cfg.get('model_type'))}; "
                       'only "gpt2" models load')
@@ -137,6 +138,16 @@ def read_config(folder: str | Path) -> GPT2Config:
                       block_size=sizes["n_positions"], mlp_width=mlp_width, bias=True)
 
 
+def _entry_fits(t, data_size: int) -> bool:
+    """Whether a safetensors header entry has a shape list and data offsets [a, b] within
+    the data_size bytes of data after the header."""
+    try:
+        a, b = t["data_offsets"]
+        return 0 <= a <= b <= data_size and isinstance(t["shape"], list)
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
 def _safetensors_index(path: Path, where: str) -> tuple[dict, int]:
     """(the header's tensor entries, the offset of the data) of a safetensors file."""
     try:
@@ -153,12 +164,8 @@ def _safetensors_index(path: Path, where: str) -> tuple[dict, int]:
         raise HFError(f"{where}: {path.name} is not a safetensors file (bad header)") from None
     header.pop("__metadata__", None)
     for name, t in header.items():
-        try:
-            a, b = t["data_offsets"]
-            assert 0 <= a <= b and 8 + n + b <= size and isinstance(t["shape"], list)
-        except (KeyError, TypeError, ValueError, AssertionError):
-            raise HFError(f"{where}: {path.name} is truncated or damaged at tensor "
-                          f"{name!r}") from None
+        if not _entry_fits(t, size - 8 - n):
+            raise HFError(f"{where}: {path.name} is truncated or damaged at tensor {name!r}")
     return header, 8 + n
 
 
