@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from cli_helpers import need_backend, small_data
 from conftest import DATA_DIR
 from microgpt_fut.cli.commands import main
-from microgpt_fut.models.microgpt import Continuation
+from microgpt_fut.models.base import Continuation
 from microgpt_fut.training import memory, sampling
 
 N = 1_000_000  # samples asked for: minutes of work at once

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .microgpt import INT64, DeviceModel, GPTConfigBase, check_array_bytes, state_arrays
+from .base import INT64, DeviceModel, GPTConfigBase, check_array_bytes, state_arrays
 from ..backend.runtime import Runtime
 
 DEVICE_NAMES = ("wte", "wpe", "ln_1_w", "ln_1_b", "c_attn_w", "c_attn_b", "attn_proj_w",

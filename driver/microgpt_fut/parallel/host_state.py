@@ -42,7 +42,8 @@ import numpy as np
 
 from .exchange import Exchange, shard_rows
 from ..models.gpt2 import GPT2Config, GPT2Model, Recipe
-from ..models.microgpt import PARAM_NAMES, MicrogptConfig, MicrogptModel, state_arrays
+from ..models.base import GPTConfigBase, state_arrays
+from ..models.microgpt import PARAM_NAMES, MicrogptConfig, MicrogptModel
 from ..backend.runtime import Runtime
 
 Arrays = dict[str, np.ndarray]
@@ -261,7 +262,7 @@ class HostStateModel:
 
 
 class SplitContinuation:
-    """Continuations whose rows are split over contexts (models/microgpt.Continuation's
+    """Continuations whose rows are split over contexts (models/base.Continuation's
     interface): ``advance(k)`` advances every part on its own thread and stacks the
     rows in order."""
 

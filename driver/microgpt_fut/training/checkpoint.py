@@ -37,7 +37,8 @@ import numpy as np
 from ..data import tokenizer as tokenizers
 from ..models.gpt2 import GPT2Config
 from ..interrupt import PARTIAL_FILES
-from ..models.microgpt import GPTConfigBase, MicrogptConfig
+from ..models.base import GPTConfigBase
+from ..models.microgpt import MicrogptConfig
 
 FORMAT = "microgpt-fut/1"
 _FORMAT_NAME = FORMAT.split("/")[0]

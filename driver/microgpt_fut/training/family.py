@@ -191,7 +191,7 @@ class Family:
                             first: int):
         """The continuations of ``prompts`` (sequences of >= 1 token id; the model sees
         the last block_size of each), row i as random stream first+i under seed, before
-        their first step: a Continuation (models/microgpt.py; SplitContinuation over
+        their first step: a Continuation (models/base.py; SplitContinuation over
         --threads) whose ``advance(k)`` makes k more steps in one call with the KV cache
         carried over (futhark/sample.fut's ``start`` and ``advance``, the libraries'
         ``start_prompts`` and ``advance``). temperature 0 is greedy; top_k 0 keeps every

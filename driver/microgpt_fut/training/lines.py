@@ -19,7 +19,7 @@ from .checkpoint import Checkpoint
 from ..data.lines import DataInfo, Vocab, docs_sha256
 from ..data.datasets import Lines, other_documents
 from ..parallel.exchange import Exchange
-from ..models.microgpt import GPTConfigBase
+from ..models.base import GPTConfigBase
 from .run import Diverged, Run  # noqa: F401  (Diverged: its callers catch it here)
 from ..backend.runtime import Runtime
 

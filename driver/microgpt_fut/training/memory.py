@@ -30,7 +30,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..models.microgpt import GPTConfigBase
+from ..models.base import GPTConfigBase
 
 STATE_FLOATS = 24  # float32 per parameter at the peak: a save's host copies (20-24 measured)
 CONTEXT_FLOATS = 5  # each further --threads context: its own parameters, moments, gradient

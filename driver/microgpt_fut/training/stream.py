@@ -16,7 +16,7 @@ import numpy as np
 from .checkpoint import Checkpoint
 from ..data.datasets import Stream
 from ..parallel.exchange import Exchange
-from ..models.microgpt import GPTConfigBase
+from ..models.base import GPTConfigBase
 from .run import Run
 from .settings import Settings
 from ..backend.runtime import Runtime
