@@ -443,8 +443,8 @@ def test_one_call_sizes_are_checked_before_the_call(rt, tiny, monkeypatch):
             rt.entry("generate_prompts", model.state, 1, 0, np.float32(1), 0,
                      np.ones((1, 1), np.int64), np.ones(1, np.int64), 2**62)
     # the paced path's KV caches, against a machine with 1 MB available
-    from microgpt_fut.training import memory
+    from microgpt_fut import host_memory
 
-    monkeypatch.setattr(memory, "available_memory", lambda: 2**20)
+    monkeypatch.setattr(host_memory, "available_memory", lambda: 2**20)
     with pytest.raises(ValueError, match="KV caches of 4096 continuations"):
         model.start_prompts(1, 1.0, 0, [[1]] * 4096)

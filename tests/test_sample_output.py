@@ -17,7 +17,9 @@ from click.testing import CliRunner
 
 from cli_helpers import need_backend, small_data
 from conftest import DATA_DIR
+from microgpt_fut import host_memory
 from microgpt_fut.cli.commands import main
+from microgpt_fut.host_memory import format_bytes
 from microgpt_fut.models.base import Continuation
 from microgpt_fut.training import memory, sampling
 
@@ -257,14 +259,14 @@ def test_sample_refuses_what_cannot_fit_in_one_line(text_ckpt, monkeypatch):
     # room for the model on 2 contexts and one row, not for 8 contexts
     one = need.state // memory.SAMPLE_STATE_FLOATS
     room = need.total(1) + memory.SAMPLE_CONTEXT_FLOATS * one
-    monkeypatch.setattr(memory, "available_memory", lambda: room)
+    monkeypatch.setattr(host_memory, "available_memory", lambda: room)
     r = CliRunner().invoke(main, ["sample", "--checkpoint", str(text_ckpt), "--threads", "8",
                                   "-n", "8"])
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines() == [
-        f"Error: --threads 8: sampling needs about {memory._gib(memory.sampling_need(config, 8, sampling.STEPS_CHUNK).total(1))} "
-        f"of memory and the machine has {memory._gib(room)} available: at most --threads 2 fits"]
-    monkeypatch.setattr(memory, "available_memory", lambda: need.total(1) - 1)
+        f"Error: --threads 8: sampling needs about {format_bytes(memory.sampling_need(config, 8, sampling.STEPS_CHUNK).total(1))} "
+        f"of memory and the machine has {format_bytes(room)} available: at most --threads 2 fits"]
+    monkeypatch.setattr(host_memory, "available_memory", lambda: need.total(1) - 1)
     r = CliRunner().invoke(main, ["sample", "--checkpoint", str(text_ckpt)])
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.output
     assert "sampling this model needs about" in r.stderr

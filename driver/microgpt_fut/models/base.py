@@ -10,7 +10,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from .. import host_memory
 from ..backend.runtime import Runtime
+from ..host_memory import format_bytes
 
 
 @dataclass(frozen=True)
@@ -176,16 +178,14 @@ INT64_MAX = 2**63 - 1
 def check_array_bytes(what: str, *shape_and_itemsize: int) -> None:
     """Raise ValueError when an array of these sizes (the last factor: bytes an element)
     would overflow int64, where Futhark's allocations wrap (a heap corruption), or
-    exceed the memory the machine has now (training/memory.available_memory)."""
-    from ..training.memory import available_memory, _gib
-
+    exceed the memory the machine has now (host_memory.available_memory)."""
     nbytes = int(np.prod([int(x) for x in shape_and_itemsize], dtype=object))
     if nbytes > INT64_MAX:
         raise ValueError(f"{what} would take {nbytes} bytes, more than int64 can count")
-    avail = available_memory()
+    avail = host_memory.available_memory()
     if avail is not None and nbytes > avail:
-        raise ValueError(f"{what} would take {_gib(nbytes)} and the machine has "
-                         f"{_gib(avail)} available")
+        raise ValueError(f"{what} would take {format_bytes(nbytes)} and the machine has "
+                         f"{format_bytes(avail)} available")
 
 
 def prompt_rows(prompts, block_size: int) -> tuple[np.ndarray, np.ndarray]:

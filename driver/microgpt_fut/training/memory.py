@@ -30,6 +30,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import host_memory
+from ..host_memory import format_bytes
 from ..models.base import GPTConfigBase
 
 STATE_FLOATS = 24  # float32 per parameter at the peak: a save's host copies (20-24 measured)
@@ -46,7 +48,6 @@ ACT_PER_LAYER_GPT2 = {"c": 40, "multicore": 40}
 # flattened version Futhark picks at that size keeps [C][C] products per position)
 GPU_PER_POSITION_C2 = 11
 FLOAT, INT = 4, 8
-GIB = 2**30
 
 
 class RunTooLarge(ValueError):
@@ -99,62 +100,38 @@ def training_need(config: GPTConfigBase, backend: str, batch_size: int, steps_pe
     return MemoryNeed(state, activations, tokens, checkpoint)
 
 
-def available_memory() -> int | None:
-    """Bytes the machine can give this process now: /proc/meminfo's MemAvailable,
-    capped by the cgroup's memory.max (containers); None where unknown."""
-    avail = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
-        if limit != "max" and avail is not None:
-            avail = min(avail, int(limit) - used)
-    except (OSError, ValueError):
-        pass
-    return avail
-
-
-def _gib(n: int) -> str:
-    return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{n / 2**20:.0f} MiB"
-
-
 def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
               available: int | None = None) -> None:
     """Raise RunTooLarge (one line naming the option) when the run needs more memory
-    than ``available`` (default: available_memory()), more than the device's
+    than ``available`` (default: host_memory.available_memory()), more than the device's
     ``device_memory`` for the state and activations (opencl/cuda; 0: unknown or the
     host's), or when its checkpoint would not fit on the disk holding ``out``."""
-    available = available_memory() if available is None else available
+    available = host_memory.available_memory() if available is None else available
     parts = {"--n-embd/--n-layer (the model's parameters and Adam's moments)": need.state,
              "--batch-size or --block-size (activations of the batch)": need.activations,
              "--batch-size, --steps-per-call, --eval-iters or --block-size (token batches)": need.tokens}
     culprit = max(parts, key=parts.get)
     if available is not None and need.total > available:
         raise RunTooLarge(
-            f"this run needs about {_gib(need.total)} of memory (model and Adam "
-            f"{_gib(need.state)}, activations {_gib(need.activations)}, tokens "
-            f"{_gib(need.tokens)}) and the machine has {_gib(available)} available: "
-            f"lower {culprit}")
+            f"this run needs about {format_bytes(need.total)} of memory (model and Adam "
+            f"{format_bytes(need.state)}, activations {format_bytes(need.activations)}, "
+            f"tokens {format_bytes(need.tokens)}) and the machine has "
+            f"{format_bytes(available)} available: lower {culprit}")
     on_device = need.state + need.activations
     if device_memory and on_device > device_memory:
         raise RunTooLarge(
-            f"this run needs about {_gib(on_device)} of device memory and the device has "
-            f"{_gib(device_memory)}: lower {culprit if culprit in list(parts)[:2] else '--batch-size'}")
+            f"this run needs about {format_bytes(on_device)} of device memory and the device "
+            f"has {format_bytes(device_memory)}: lower "
+            f"{culprit if culprit in list(parts)[:2] else '--batch-size'}")
     try:
         free = shutil.disk_usage(out.parent).free
     except OSError:
         return
     if need.checkpoint > free:
         raise RunTooLarge(
-            f"the checkpoint will take about {_gib(need.checkpoint)} and the disk holding "
-            f"--out {str(out)!r} has {_gib(free)} free: free space, choose another --out or "
-            "lower --n-embd/--n-layer")
+            f"the checkpoint will take about {format_bytes(need.checkpoint)} and the disk "
+            f"holding --out {str(out)!r} has {format_bytes(free)} free: free space, choose "
+            "another --out or lower --n-embd/--n-layer")
 
 
 # Sampling (cli `sample`, and the samples after `train`): the model on each context and
@@ -199,10 +176,10 @@ def sampling_need(config: GPTConfigBase, contexts: int = 1, steps_per_call: int 
 def sample_rows(need: SampleNeed, most: int, contexts: int = 1,
                 available: int | None = None) -> int:
     """The most samples (1 <= rows <= most) one call can make within ``available`` bytes
-    (default: available_memory(); unknown: ``most``). Raises RunTooLarge (one line) when
-    not even one fits: naming --threads and the most that fit when fewer contexts
-    would, else saying the checkpoint's model is too large for the machine."""
-    available = available_memory() if available is None else available
+    (default: host_memory.available_memory(); unknown: ``most``). Raises RunTooLarge
+    (one line) when not even one fits: naming --threads and the most that fit when fewer
+    contexts would, else saying the checkpoint's model is too large for the machine."""
+    available = host_memory.available_memory() if available is None else available
     if available is None:
         return most
     if need.total(1) <= available:
@@ -211,9 +188,10 @@ def sample_rows(need: SampleNeed, most: int, contexts: int = 1,
         one = need.state // (SAMPLE_STATE_FLOATS + SAMPLE_CONTEXT_FLOATS * (contexts - 1))
         fit = (available - need.per_row - SAMPLE_STATE_FLOATS * one) // (SAMPLE_CONTEXT_FLOATS * one) + 1
         if fit >= 1:
-            raise RunTooLarge(f"--threads {contexts}: sampling needs about {_gib(need.total(1))} "
-                              f"of memory and the machine has {_gib(available)} available: "
-                              f"at most --threads {fit} fits")
-    raise RunTooLarge(f"sampling this model needs about {_gib(need.total(1))} of memory and "
-                      f"the machine has {_gib(available)} available: the --checkpoint's model "
-                      "is too large for this machine")
+            raise RunTooLarge(f"--threads {contexts}: sampling needs about "
+                              f"{format_bytes(need.total(1))} of memory and the machine has "
+                              f"{format_bytes(available)} available: at most --threads {fit} "
+                              "fits")
+    raise RunTooLarge(f"sampling this model needs about {format_bytes(need.total(1))} of "
+                      f"memory and the machine has {format_bytes(available)} available: the "
+                      "--checkpoint's model is too large for this machine")
