@@ -109,7 +109,7 @@ def diverge(training) -> int:
     (finite state and losses, step = first bad step - 1) and return the bad step."""
     import numpy as np
 
-    from microgpt_fut.training.lines import Diverged
+    from microgpt_fut.errors import Diverged
 
     with pytest.raises(Diverged) as e:
         training.run()
@@ -134,7 +134,7 @@ def without_metadata_sum(meta: dict) -> dict:
 
 OPTIMIZED_LOAD = """
 import importlib, sys
-from microgpt_fut.training.checkpoint import CheckpointError
+from microgpt_fut.errors import CheckpointError
 module, name = sys.argv[1].rsplit(".", 1)
 print("optimize", sys.flags.optimize)
 try:

@@ -11,7 +11,8 @@ from safetensors.numpy import load_file, save_file
 
 from cli_helpers import load_under_optimize, overwrite_float, without_metadata_sum
 from microgpt_fut.training import checkpoint as ckpt
-from microgpt_fut.training.checkpoint import Checkpoint, CheckpointError
+from microgpt_fut.errors import CheckpointError
+from microgpt_fut.training.checkpoint import Checkpoint
 from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig
 
 CONFIG = MicrogptConfig(vocab_size=6, n_embd=8, n_head=2, n_layer=2, block_size=5, mlp_width=12)

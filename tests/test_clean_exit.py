@@ -20,7 +20,8 @@ import cffi
 import pytest
 
 from cli_helpers import need_backend, small_data
-from microgpt_fut.backend.context import ContextClosed, OwnedContext
+from microgpt_fut.backend.context import OwnedContext
+from microgpt_fut.errors import ContextClosed
 
 ENOSPC_THEN_CLI = textwrap.dedent("""
     import errno, sys

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from cli_helpers import (NAMES_TXT, assert_one_line_error, broken_checkpoints, names_lines,
                          need_backend, small_data, without_metadata_sum)
 from microgpt_fut.training import checkpoint as ckpt
+from microgpt_fut.errors import BackendError
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import Vocab, read_docs
 from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
@@ -381,7 +382,7 @@ def test_no_opencl_platform(monkeypatch):
 
     monkeypatch.setattr(runtime, "opencl_devices", lambda: [])
     for index in (None, 0, 3):
-        with pytest.raises(runtime.BackendError) as e:
+        with pytest.raises(BackendError) as e:
             runtime.choose_opencl_device(index)
         assert "no OpenCL platform" in str(e.value) and "\n" not in str(e.value)
 
@@ -414,10 +415,10 @@ def test_cuda_device_is_passed_to_futhark_or_rejected(monkeypatch, tmp_path):
     runtime.Runtime("cuda")
     assert "device" not in _FakeFuthark.kwargs
     for bad, fragment in ((2, "there are 2 CUDA devices (0..1)"), (-1, "numbered from 0")):
-        with pytest.raises(runtime.BackendError, match=re.escape(fragment)):
+        with pytest.raises(BackendError, match=re.escape(fragment)):
             runtime.Runtime("cuda", device=bad)
     monkeypatch.setattr(runtime, "cuda_device_count", lambda: 0)
-    with pytest.raises(runtime.BackendError, match="no CUDA device"):
+    with pytest.raises(BackendError, match="no CUDA device"):
         runtime.Runtime("cuda", device=0)
     monkeypatch.setattr(runtime, "cuda_device_count", lambda: None)  # no driver to ask
     runtime.Runtime("cuda", device=5)
@@ -441,7 +442,7 @@ def test_opencl_device_is_passed_by_number(monkeypatch, tmp_path):
     rt = runtime.Runtime("opencl", device=1)
     assert rt.device == devs[1] and _FakeFuthark.kwargs["device"] == b"#1"
     assert "platform" not in _FakeFuthark.kwargs
-    with pytest.raises(runtime.BackendError, match="--device 2 is out of range"):
+    with pytest.raises(BackendError, match="--device 2 is out of range"):
         runtime.Runtime("opencl", device=2)
 
 

@@ -187,7 +187,7 @@ def test_nan_stops_the_run_at_its_first_bad_step(text_file):
     """An infinite weight makes step 1's loss NaN: Diverged names step 1 and the run
     stays at step 0 with its last good (here: initial) state."""
     from microgpt_fut.models.gpt2 import GPT2Model
-    from microgpt_fut.training.lines import Diverged
+    from microgpt_fut.errors import Diverged
 
     rt = get_runtime("c", "gpt2")
     data = load_text(text_file, 16)

@@ -21,6 +21,7 @@ import pytest
 from conftest import get_runtime
 from cli_helpers import load_under_optimize
 from hf_helpers import need, random_hf_model, save_hf_folder, shakespeare, small_bpe
+from microgpt_fut.errors import CheckpointError, HFError
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training import hf
 from microgpt_fut.models.gpt2 import GPT2Config, GPT2Model, Recipe
@@ -236,7 +237,7 @@ def test_export_refusals_and_overwrite(tmp_path):
     folder = tmp_path / "out"
     folder.mkdir()  # an empty folder is fine
     hf.export_folder(ck, folder)
-    with pytest.raises(hf.HFError) as e:
+    with pytest.raises(HFError) as e:
         hf.export_folder(ck, folder)
     assert "not empty" in _one_line(e) and str(folder) in str(e.value)
     assert {"vocab.json", "merges.txt"} <= {p.name for p in folder.iterdir()}
@@ -259,7 +260,7 @@ def test_export_refusals_and_overwrite(tmp_path):
         [chars.chars.index(c) for c in text]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     (tmp_path / "file").write_text("x")
-    with pytest.raises(hf.HFError) as e:
+    with pytest.raises(HFError) as e:
         hf.export_folder(ck, tmp_path / "file")
     assert "is a file" in _one_line(e)
     from microgpt_fut.models.microgpt import MicrogptConfig
@@ -366,11 +367,11 @@ def test_refusals_are_one_line_naming_the_key(small, tmp_path, case):
     edit, named = REFUSALS[case]
     folder = _copy(small, tmp_path)
     edit(folder)
-    with pytest.raises(hf.HFError) as e:
+    with pytest.raises(HFError) as e:
         hf.load_folder(folder)
     msg = _one_line(e)
     assert str(folder) in msg and named in msg, msg
-    assert isinstance(e.value, ckpt.CheckpointError)  # the CLI's one-line errors
+    assert isinstance(e.value, CheckpointError)  # the CLI's one-line errors
 
 
 @pytest.mark.parametrize("edit, what", [
@@ -488,12 +489,12 @@ def test_export_into_a_missing_folder_names_it(tmp_path):
     """export-hf C nn/a/b with nn/a missing: one line naming the missing folder and the
     fix, nothing written; a folder above that is a file is named as one."""
     ck = _trained_checkpoint(CharVocab.from_text(shakespeare()[:20000]), False)
-    with pytest.raises(hf.HFError) as e:
+    with pytest.raises(HFError) as e:
         hf.export_folder(ck, tmp_path / "nn" / "a" / "b")
     line = _one_line(e)
     assert f"{str(tmp_path / 'nn' / 'a')!r} does not exist" in line and "mkdir -p" in line
     (tmp_path / "f").write_text("x")
-    with pytest.raises(hf.HFError) as e:
+    with pytest.raises(HFError) as e:
         hf.export_folder(ck, tmp_path / "f" / "b")
     assert f"{str(tmp_path / 'f')!r} is a file" in _one_line(e)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

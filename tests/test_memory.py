@@ -10,6 +10,7 @@ import pytest
 from cli_helpers import need_backend
 from conftest import DATA_DIR
 from microgpt_fut.training import memory
+from microgpt_fut.errors import RunTooLarge
 from microgpt_fut.models.microgpt import MicrogptConfig
 
 SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
@@ -120,11 +121,11 @@ def test_gpt2_estimate_covers_the_batchs_activations(tmp_path):
 
 def test_checkpoint_larger_than_the_disk_and_device_memory(tmp_path):
     need = memory.MemoryNeed(state=10**6, activations=10**6, tokens=0, checkpoint=10**18)
-    with pytest.raises(memory.RunTooLarge, match="the checkpoint will take about .* and the "
+    with pytest.raises(RunTooLarge, match="the checkpoint will take about .* and the "
                                                  "disk holding --out .* free"):
         memory.check_run(need, tmp_path / "m.safetensors")
     need = memory.MemoryNeed(state=10**9, activations=3 * 10**9, tokens=0, checkpoint=0)
-    with pytest.raises(memory.RunTooLarge, match="of device memory and the device has 1.0 GiB: "
+    with pytest.raises(RunTooLarge, match="of device memory and the device has 1.0 GiB: "
                                                  "lower --batch-size or --block-size"):
         memory.check_run(need, tmp_path / "m.safetensors", device_memory=2**30,
                          available=10**12)

@@ -443,7 +443,8 @@ def test_a_token_is_needed_to_pose_as_a_rank():
     import socket
     import threading
 
-    from microgpt_fut.parallel.watchdog import Watchdog, WatchdogError, listen
+    from microgpt_fut.errors import WatchdogError
+    from microgpt_fut.parallel.watchdog import Watchdog, listen
 
     srv, port, token = listen("127.0.0.1")
     errors = []

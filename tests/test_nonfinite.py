@@ -26,6 +26,7 @@ from safetensors.numpy import save_file
 
 from cli_helpers import (assert_one_line_error, need_backend, overwrite_float, shakespeare_file,
                          small_data)
+from microgpt_fut.errors import CheckpointError, HFError
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.models.gpt2 import GPT2Model
@@ -238,7 +239,7 @@ def test_save_refuses_non_finite_tensors(text_checkpoint, tmp_path):
     ck.m = {k: a.copy() for k, a in ck.m.items()}
     ck.m["wpe"][0, 0] = np.inf
     out = tmp_path / "x.safetensors"
-    with pytest.raises(ckpt.CheckpointError, match="'adam.m.wpe.weight' holds NaN"):
+    with pytest.raises(CheckpointError, match="'adam.m.wpe.weight' holds NaN"):
         ckpt.save(out, ck)
     assert list(tmp_path.iterdir()) == []
 
@@ -258,7 +259,7 @@ def test_export_folder_refuses_non_finite_weights(text_checkpoint, tmp_path):
     ck = ckpt.load(text_checkpoint, adam=False)
     ck.params = {k: a.copy() for k, a in ck.params.items()}
     ck.params["ln_f_w"][0] = np.nan
-    with pytest.raises(hf.HFError, match="'ln_f_w' holds NaN"):
+    with pytest.raises(HFError, match="'ln_f_w' holds NaN"):
         hf.export_folder(ck, tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
 

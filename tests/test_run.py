@@ -24,7 +24,7 @@ from microgpt_fut.cli.commands import main
 from microgpt_fut.training.family import Adam
 from microgpt_fut.models.gpt2 import GPT2Config, Recipe
 from microgpt_fut.models.microgpt import MicrogptConfig
-from microgpt_fut.training.run import Diverged
+from microgpt_fut.errors import Diverged
 from microgpt_fut.data.shards import load_tokens
 from microgpt_fut.data.text import load_text
 from microgpt_fut.training.stream import TextTraining

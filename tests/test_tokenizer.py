@@ -20,7 +20,7 @@ from cli_helpers import without_metadata_sum
 from hf_helpers import BPE_SIZE, shakespeare, small_bpe
 from reference_bpe import ReferenceBPE
 from microgpt_fut.training import checkpoint as ckpt
-from microgpt_fut.errors import DataError
+from microgpt_fut.errors import CheckpointError, DataError
 from microgpt_fut.models.gpt2 import GPT2Config
 from microgpt_fut.data.text import load_text
 from microgpt_fut.data.tokenizer import (EOT, CharVocab, HFTokenizer, from_json, load_tokenizer,
@@ -276,11 +276,11 @@ def test_checkpoint_tokenizer_refusals(tmp_path):
     cfg["vocab_size"] = tok.size - 1
     tensors = {k: (a[:tok.size - 1] if "wte" in k else a) for k, a in load_file(path).items()}
     save_file(tensors, path, metadata=without_metadata_sum({**meta, "config": json.dumps(cfg)}))
-    with pytest.raises(ckpt.CheckpointError) as e:
+    with pytest.raises(CheckpointError) as e:
         ckpt.load(path)
     assert "tokenizer" in _one_line(e) and str(path) in str(e.value)
     save_file(tensors, path, metadata=without_metadata_sum({**meta, "config": json.dumps(cfg),
                                                           "tokenizer": "{bad"}))
-    with pytest.raises(ckpt.CheckpointError) as e:
+    with pytest.raises(CheckpointError) as e:
         ckpt.load(path)
     assert "tokenizer" in _one_line(e)

@@ -28,9 +28,7 @@ import weakref
 import numpy as np
 from futhark_ffi import np_types
 
-
-class ContextClosed(RuntimeError):
-    """An entry point was called on a closed context."""
+from ..errors import ContextClosed
 
 
 def _close(fut, values: weakref.WeakSet) -> None:

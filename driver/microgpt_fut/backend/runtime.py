@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 from futhark_ffi import Futhark
 
-from ..errors import OptionConflict
+from ..errors import BackendError, OptionConflict
 from . import kernel_cache as kernel_cache_mod
 from .context import OwnedContext
 
@@ -29,10 +29,6 @@ BACKENDS = ("c", "multicore", "opencl", "cuda")
 # The Futhark programs: --arch microgpt (futhark/microgpt.fut) and gpt2 (futhark/gpt2.fut).
 PROGRAMS = ("microgpt", "gpt2")
 POCL_PLATFORM = "Portable Computing Language"
-
-
-class BackendError(RuntimeError):
-    """A backend cannot be used; the message is one line meant for the user."""
 
 
 def build_dir() -> Path:
@@ -431,7 +427,7 @@ class Runtime:
 
     def entry(self, name: str, *args):
         """Call entry point ``name``; raises RuntimeError with Futhark's message on failure
-        (context.ContextClosed, a RuntimeError, after ``close``)."""
+        (errors.ContextClosed, a RuntimeError, after ``close``)."""
         try:
             return self._ctx.call(name, *args)
         except ValueError as e:

@@ -20,10 +20,11 @@ import click
 from ..training import checkpoint as ckpt
 from ..training import loop
 from ..training import curves, memory
-from ..errors import DataError, OptionConflict
+from ..errors import (BackendError, CheckpointError, DataError, OptionConflict, RunFailed,
+                      RunTooLarge)
 from ..interrupt import is_stdout_closed, stdout_closed
 from ..training.loop import first_line, lock_path
-from ..backend.runtime import BackendError, Runtime
+from ..backend.runtime import Runtime
 
 
 @contextlib.contextmanager
@@ -35,7 +36,7 @@ def user_errors():
         raise
     except OptionConflict as e:  # the options, not the files: a usage error
         raise bad_option(first_line(str(e))) from None
-    except (BackendError, DataError, ckpt.CheckpointError, ValueError) as e:
+    except (BackendError, DataError, CheckpointError, ValueError) as e:
         raise click.ClickException(first_line(str(e))) from None
     except RuntimeError as e:  # a failing entry point (e.g. out of device memory)
         raise click.ClickException(first_line(str(e))) from None
@@ -77,7 +78,7 @@ def check_out(out: Path, data: Path | None = None, resume: Path | None = None,
             raise bad_option(f"--out {str(out)!r} is the data file; give another name")
         try:
             meta = ckpt.read_metadata(out)
-        except ckpt.CheckpointError:
+        except CheckpointError:
             raise click.ClickException(
                 f"--out {str(out)!r} exists and is not a microgpt-fut checkpoint: refusing to "
                 "overwrite it (move it away or choose another --out)") from None
@@ -196,7 +197,7 @@ def check_memory(config, backend: str, rt: Runtime, batch_size: int, steps_per_c
     device_memory = rt.device.memory if rt.device is not None and rt.device.is_gpu else 0
     try:
         memory.check_run(need, out, device_memory)
-    except memory.RunTooLarge as e:
+    except RunTooLarge as e:
         raise click.ClickException(str(e)) from None
 
 
@@ -211,7 +212,7 @@ def sample_rows(config, contexts: int, strict: bool = True) -> int:
     need = memory.sampling_need(config, contexts, STEPS_CHUNK)
     try:
         return memory.sample_rows(need, max(TEXT_CHUNK, NAMES_CHUNK), contexts)
-    except memory.RunTooLarge as e:
+    except RunTooLarge as e:
         if not strict:
             return 1
         raise bad_option(str(e)) from None
@@ -250,7 +251,7 @@ def train_and_save(run, out: Path, save_every: int | None, say, quiet: bool,
     the gradient norm where the family measures one); nanoGPT's evaluation lines; the
     loss curves written beside --out at each save when ``curves_beside`` (a run that
     evaluates). ``world``: rank 0 of an MPI job. The StopRequest when a signal stopped
-    the run (saved), else None; loop.RunFailed becomes click's one-line error."""
+    the run (saved), else None; RunFailed becomes click's one-line error."""
     bar = None
     if not quiet and sys.stderr.isatty():
         from tqdm import tqdm
@@ -293,7 +294,7 @@ def train_and_save(run, out: Path, save_every: int | None, say, quiet: bool,
     try:
         return loop.train_and_save(run, out, save_every, write, ours, advance,
                                    write_curves if curves_beside else None, world)
-    except loop.RunFailed as e:
+    except RunFailed as e:
         raise click.ClickException(str(e)) from None
     finally:
         if bar is not None:

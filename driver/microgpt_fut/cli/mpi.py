@@ -22,10 +22,11 @@ import click
 
 from ..parallel import mpi_world
 from ..parallel.mpi_world import End
+from ..errors import Diverged, WatchdogError
 from ..training.checkpoint import Checkpoint
 from ..training.family import family_of
 from ..training.loop import first_line, train_and_save
-from ..training.run import Diverged, Run
+from ..training.run import Run
 from ..backend.runtime import Runtime
 
 
@@ -69,8 +70,8 @@ def main(click_main: Callable[..., object], args) -> NoReturn:
                                   "processes, but mpi4py is not installed: run ./build.sh (or "
                                   "pip install mpi4py)")
         os._exit(1)
-    except (mpi_world.WatchdogError, ValueError) as e:
-        if rank == 0 or isinstance(e, mpi_world.WatchdogError):
+    except (WatchdogError, ValueError) as e:
+        if rank == 0 or isinstance(e, WatchdogError):
             mpi_world.write_line(f"Error: {e}")
         os._exit(1)
     if world.rank > 0:

@@ -32,7 +32,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import DataError, OptionConflict
+from ..errors import DataError, OptionConflict, Stopped
 from .shards import DTYPES, ShardWriter, shard_sets, version_for
 from .tokenizer import CharVocab, HFTokenizer, Tokenizer
 
@@ -113,10 +113,6 @@ def iter_text(path: Path, chunk_bytes: int = CHUNK_BYTES, where: str | None = No
             if cut:
                 yield carry[:cut]
                 carry = carry[cut:]
-
-
-class Stopped(Exception):
-    """``prepare`` stopped because ``should_stop`` said so (a signal); --out is as before."""
 
 
 def _folder_message(where: str) -> str:

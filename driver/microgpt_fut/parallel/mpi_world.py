@@ -31,7 +31,7 @@ from typing import Callable, NoReturn
 
 from .exchange import MPIExchange
 from ..interrupt import PARTIAL_FILES, StopRequest
-from .watchdog import DEFAULT_TIMEOUT, Watchdog, WatchdogError, listen
+from .watchdog import DEFAULT_TIMEOUT, Watchdog, listen
 
 # What MPI launchers put in each rank's environment: Open MPI, MPICH/Hydra (and
 # Intel MPI, Slurm's PMI-2), MVAPICH.
@@ -283,5 +283,4 @@ def join() -> World:
     return world
 
 
-__all__ = ["World", "SharedStop", "SharedPacer", "join", "launched", "rank_timeout",
-           "WatchdogError"]
+__all__ = ["World", "SharedStop", "SharedPacer", "join", "launched", "rank_timeout"]

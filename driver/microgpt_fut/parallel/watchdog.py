@@ -32,16 +32,14 @@ import threading
 import time
 from typing import Callable
 
+from ..errors import WatchdogError
+
 HEARTBEAT = 1.0          # seconds between heartbeats
 DEFAULT_TIMEOUT = 30.0   # seconds of silence after which a peer counts as frozen
 CONNECT_SECONDS = 60.0   # how long rank 0 waits for every worker to connect
 
 OnFailure = Callable[[int, str], None]
 OnBye = Callable[[int, int], None]
-
-
-class WatchdogError(RuntimeError):
-    """The channel could not be set up (a worker cannot reach rank 0); one line."""
 
 
 class _Peer:

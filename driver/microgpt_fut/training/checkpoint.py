@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import tokenizer as tokenizers
+from ..errors import CheckpointError
 from ..models.gpt2 import GPT2Config
 from ..interrupt import PARTIAL_FILES
 from ..models.base import GPTConfigBase
@@ -62,10 +63,6 @@ _STR_KEYS = ("data", "data_path", "data_sha256", "encoding", "init_from", "eval_
 # encoding, and the cursor (documents consumed = step * batch_size); init_from: the
 # model whose weights the run started from (train --init-from), absent otherwise.
 TRAIN_KEYS = _INT_KEYS + _FLOAT_KEYS + _STR_KEYS
-
-
-class CheckpointError(ValueError):
-    """A checkpoint cannot be written or read; the message is one line naming the file."""
 
 
 @dataclass

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..data import tokenizer as tokenizers
 from . import checkpoint as ckpt
-from .checkpoint import Checkpoint, CheckpointError, first_nonfinite
-from ..errors import DataError, OptionConflict
+from .checkpoint import Checkpoint, first_nonfinite
+from ..errors import DataError, HFError, OptionConflict
 from ..models.gpt2 import GPT2Config
 
 PREFIX = "transformer."   # GPT2LMHeadModel's name for its GPT2Model
@@ -49,10 +49,6 @@ HF_DEFAULTS = {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer
 # safetensors dtype -> NumPy dtype that holds it exactly ("BF16": the high half of a float32)
 _DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "F64": np.dtype("<f8"),
            "BF16": np.dtype("<u2")}
-
-
-class HFError(CheckpointError):
-    """A Hugging Face folder cannot be read or written; one line naming the folder."""
 
 
 class HFModel(NamedTuple):

@@ -20,7 +20,7 @@ from ..data.lines import DataInfo, Vocab, docs_sha256
 from ..data.datasets import Lines, other_documents
 from ..parallel.exchange import Exchange
 from ..models.base import GPTConfigBase
-from .run import Diverged, Run  # noqa: F401  (Diverged: its callers catch it here)
+from .run import Run
 from ..backend.runtime import Runtime
 
 

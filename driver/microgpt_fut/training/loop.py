@@ -13,12 +13,8 @@ import os
 from pathlib import Path
 
 from . import checkpoint as ckpt
+from ..errors import CheckpointError, RunFailed
 from ..interrupt import StopRequest, stop_on_signals
-
-
-class RunFailed(Exception):
-    """A run could not go on (a failed save, a divergence, a failing entry point, out of
-    memory): one line, ending with what --out still holds."""
 
 
 def first_line(msg: str) -> str:
@@ -41,7 +37,7 @@ def kept(out: Path, ours: int | None = None) -> str:
     last checkpoint this run wrote there (or resumed from it), None when it wrote none."""
     try:
         meta = ckpt.read_metadata(out)
-    except ckpt.CheckpointError:
+    except CheckpointError:
         return f"nothing was saved to {str(out)!r}"
     step = meta.get("step", "?")
     if ours is not None and step == str(ours):
@@ -88,7 +84,7 @@ def train_and_save(run, out: Path | None, save_every: int | None, say,
             return
         try:
             ckpt.save(out, ck)
-        except ckpt.CheckpointError as e:
+        except CheckpointError as e:
             raise RunFailed(f"{e}; {kept(out, saved[0])}") from None
         saved[0] = run.step
         if after_save is not None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import host_memory
+from ..errors import RunTooLarge
 from ..host_memory import format_bytes
 from ..models.base import GPTConfigBase
 
@@ -48,10 +49,6 @@ ACT_PER_LAYER_GPT2 = {"c": 40, "multicore": 40}
 # flattened version Futhark picks at that size keeps [C][C] products per position)
 GPU_PER_POSITION_C2 = 11
 FLOAT, INT = 4, 8
-
-
-class RunTooLarge(ValueError):
-    """The run would not fit; the message is one line naming the option to change."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import numpy as np
 
 from . import choices
 from .checkpoint import Checkpoint
+from ..errors import Diverged
 from ..parallel.exchange import Exchange
 from .family import Family, family_of
 from ..pacing import CallPacer
@@ -39,24 +40,6 @@ from ..backend.runtime import Runtime
 Progress = Callable[[int, int, float, float, float, int], None]
 # on_eval(step, train loss, val loss or nan[, acc, acc_norm with choices])
 OnEval = Callable[..., None]
-
-
-class Diverged(RuntimeError):
-    """A step's loss, or the state after it, is NaN or infinite.
-
-    ``step`` is the first such step (1-based: step s is the s-th update); the
-    run it came from is left at step - 1, the last good state. The message
-    is one line naming the step.
-    """
-
-    def __init__(self, step: int, num_steps: int, what: str, ranks: tuple[int, ...] = ()):
-        by = ""
-        if ranks:
-            by = (f", in rank {ranks[0]}'s share of the batch" if len(ranks) == 1 else
-                  f", in the shares of ranks {', '.join(map(str, ranks))}")
-        super().__init__(f"training diverged at step {step} of {num_steps}: {what}{by} "
-                         "(try a smaller --lr)")
-        self.step = step
 
 
 def finite(arrays: dict[str, np.ndarray]) -> bool:
