@@ -111,7 +111,7 @@ class Trainee:
     num_steps: int
 
 
-class TorchEngine:
+class TorchEagerEngine:
     """The PyTorch eager baseline (bench.torch_ref) on ``threads`` threads, on
     ``device`` ("cpu", or "cuda" for PyTorch CUDA)."""
 
@@ -140,7 +140,7 @@ class TorchEngine:
 def make_engine(spec: dict):
     """The engine the spec's backend names."""
     if spec["backend"] == "torch":
-        return TorchEngine(spec.get("threads", 1), spec.get("torch_device", "cpu"))
+        return TorchEagerEngine(spec.get("threads", 1), spec.get("torch_device", "cpu"))
     return FutharkEngine(spec["backend"], threads=spec.get("threads", 1))
 
 

@@ -87,7 +87,7 @@ def model_config(cfg: dict, vocab: int):
 def new_model(engine, config):
     """engine's model of ``config`` at SEED: GPT-2's own initialisation and nanoGPT's
     Recipe(), or microgpt's N(0, 0.08) (bench.datasets.init_params) and Adam, the
-    schedule 10**6 steps long (a torch engine makes the same: TorchEngine.model)."""
+    schedule 10**6 steps long (a torch engine makes the same: TorchGPUEngine.model)."""
     if not isinstance(engine, FutharkEngine):
         return engine.model(config)
     from microgpt_fut.models.gpt2 import GPT2Config, Recipe
@@ -99,7 +99,7 @@ def new_model(engine, config):
     return engine.model(config, init_params(config, SEED), 10 ** 6, SEED)
 
 
-class TorchEngine:
+class TorchGPUEngine:
     """PyTorch (bench.torch_ref's models) eager, or with the model's forward under
     ``torch.compile``, on "cuda" or "cpu"; each model's architecture is its
     config's (GPT2Config: nanoGPT's GPT-2 and recipe; MicrogptConfig: microgpt's)."""
@@ -160,7 +160,8 @@ def make_engine(spec: dict):
     e = spec["engine"]
     if e["kind"] == "futhark":
         return FutharkEngine(e["backend"], spec["arch"], quiet=False)
-    return TorchEngine(e["device"], e.get("compile", False), e.get("compile_backend", "inductor"))
+    return TorchGPUEngine(e["device"], e.get("compile", False),
+                          e.get("compile_backend", "inductor"))
 
 
 def _mb(x) -> float | None:
