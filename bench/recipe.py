@@ -550,7 +550,7 @@ def _spec(args, folder: Path) -> RecipeSpec:
 def _run_all(args, backends: list[str], folder: Path) -> int:
     spec = _spec(args, folder)
     try:
-        spec.settings().validate()
+        spec.settings()  # Settings check themselves when made
     except ValueError as e:
         raise SystemExit(str(e))
     r = spec.recipe()

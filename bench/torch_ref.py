@@ -446,8 +446,7 @@ def train_text(model: TorchGPT2, data: TextData, settings: Settings,
     steps between evaluations, outside the timed training (as run.Run draws
     a call's batches). ``on_eval(step, train, val)``; ``progress(step, steps,
     mean loss of the stretch)`` after each stretch."""
-    s = settings
-    s.validate()
+    s = settings  # checked when made (Settings)
     trainer = RecipeTrainer(model, s.optimizer)
     losses, norms, evals = [], [], []
     run = TorchRun(np.zeros(0, np.float32), np.zeros(0, np.float32), evals)

@@ -212,8 +212,7 @@ def make(o: dict, given: dict) -> Plan:
         return _resume(o, given, family, kind)
     settings = Settings(o["steps"], o["batch_size"], family.optimizer(o, o["steps"]),
                         o["grad_accum"] or 1, o["eval_every"] or 250, o["eval_iters"] or 20,
-                        o["seed"], o["steps_per_call"], o["threads"])
-    settings.validate()
+                        o["seed"], o["steps_per_call"], o["threads"])  # checked: Settings
     sizes = {k: o.get(k) for k in family.size_options}
     p = Plan(family, kind, settings, o["out"], o["data"], o["encoding"] or "utf-8",
              0.1 if o["val_fraction"] is None else o["val_fraction"], sizes,

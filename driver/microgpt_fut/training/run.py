@@ -120,11 +120,10 @@ class Run:
         optimiser's moments at zero; ``init_from`` names that model in the checkpoint.
         exchange: an MPIExchange when MPI ranks share each step's rows.
 
+        settings (settings.Settings) and config check themselves (Settings when made,
+        the config when the family's model is made: ValueError naming the option).
         config.vocab_size must be the dataset's vocabulary size, or for given weights on a
-        stream larger (a padded vocabulary, as nanoGPT's 50304). Raises ValueError naming
-        the option for bad settings or sizes."""
-        settings.validate()
-        config.validate()
+        stream larger (a padded vocabulary, as nanoGPT's 50304): else ValueError."""
         have = dataset.vocab.size
         padded = params is not None and dataset.evaluates  # lines: BOS is the last token
         if config.vocab_size != have and not (padded and config.vocab_size > have):
@@ -142,7 +141,6 @@ class Run:
         by Settings.from_train; only steps_per_call and threads may differ, and the MPI
         ranks: exchange). ck must be resumable and dataset the run's own: the kind checks
         both once (kinds.Kind.check_resumable at the plan, ``open``)."""
-        settings.validate()
         family = family_of(ck.config)
         model = family.model(rt, ck.config, settings.seed, settings.contexts, exchange,
                              ck.params, ck.m, ck.v, ck.step)
