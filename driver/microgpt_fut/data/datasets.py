@@ -59,9 +59,14 @@ class Lines:
 
     @cached_property
     def _rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """(tokens int64 [N, T+1], n_pos int64 [N]) of the documents in order, made at
-        the first batch: after train's memory check (memory.py), which counts them."""
+        """(tokens int64 [N, T+1], n_pos int64 [N]) of the documents in order."""
         return self.vocab.encode(self.order, self.block_size)[:2]
+
+    def prepare(self) -> None:
+        """Encode the rows now (run.Run does, before its model and its timed calls): not
+        when opened, as train's memory check (memory.py), which counts them, comes
+        between."""
+        self._rows  # noqa: B018 - the cached property's first read makes them
 
     @property
     def sha256(self) -> str:
@@ -105,6 +110,9 @@ class Stream:
 
     def __init__(self, data: TextData, data_format: str = "text"):
         self.data, self.data_format = data, data_format
+
+    def prepare(self) -> None:
+        """Nothing to do: the tokens are read (or memory-mapped) already."""
 
     @property
     def sha256(self) -> str:

@@ -123,11 +123,14 @@ class Run:
         settings (settings.Settings) and config check themselves (Settings when made,
         the config when the family's model is made: ValueError naming the option).
         config.vocab_size must be the dataset's vocabulary size, or for given weights on a
-        stream larger (a padded vocabulary, as nanoGPT's 50304): else ValueError."""
+        stream larger (a padded vocabulary, as nanoGPT's 50304): else ValueError. The
+        dataset's rows are made here (its ``prepare``), before the model and outside the
+        timed calls."""
         have = dataset.vocab.size
         padded = params is not None and dataset.evaluates  # lines: BOS is the last token
         if config.vocab_size != have and not (padded and config.vocab_size > have):
             raise ValueError(f"vocab_size {config.vocab_size} does not match the data's {have}")
+        dataset.prepare()
         family = family_of(config)
         model = family.model(rt, config, settings.seed, settings.contexts, exchange, params)
         run = cls(family, model, dataset, settings, (), (), [], 0)
@@ -141,6 +144,7 @@ class Run:
         by Settings.from_train; only steps_per_call and threads may differ, and the MPI
         ranks: exchange). ck must be resumable and dataset the run's own: the kind checks
         both once (kinds.Kind.check_resumable at the plan, ``open``)."""
+        dataset.prepare()
         family = family_of(ck.config)
         model = family.model(rt, ck.config, settings.seed, settings.contexts, exchange,
                              ck.params, ck.m, ck.v, ck.step)
