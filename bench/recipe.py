@@ -5,7 +5,7 @@ The run of the issue's command (``microgpt-fut train --arch gpt2 --data-format t
 scaled down: 4 layers, 4 heads, n_embd 128, block 64, batch 12, no biases; lr 1e-3
 decayed to 1e-4 at the last step after 100 warm-up steps, AdamW betas (0.9, 0.99),
 weight decay 0.1, clipping at 1.0; evaluations of 20 batches of each split every
-250 steps; seed 1337), for each of our backends through ``TextTraining`` (exactly
+250 steps; seed 1337), for each of our backends through ``run.Run`` (exactly
 what the CLI runs) and for PyTorch (``bench.torch_ref.TorchGPT2`` and
 ``train_text``: nanoGPT's model.py and train.py) from the same initial weights
 (ours under the same seed, loaded into torch) on the same batches (our
@@ -153,12 +153,13 @@ def _result(backend: str, spec: RecipeSpec, *, wall_s, train_s, setup_s, positio
 
 
 def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
-    """One run on our ``backend`` through TextTraining, as ``microgpt-fut train`` runs it
+    """One run on our ``backend`` through run.Run, as ``microgpt-fut train`` runs it
     (``c-threads``: c with ``--threads spec.threads``).
-    wall_s: all of ``TextTraining.run`` (training calls, batches, evaluations); train_s:
+    wall_s: all of ``Run.run`` (training calls, batches, evaluations); train_s:
     the training calls only; setup_s: the context, the text and the initialisation."""
     from microgpt_fut.backend.runtime import Runtime
-    from microgpt_fut.training.stream import TextTraining
+    from microgpt_fut.data.datasets import Stream
+    from microgpt_fut.training.run import Run
 
     t0 = time.perf_counter()
     label, backend = backend, ("c" if backend == THREADED else backend)
@@ -166,9 +167,8 @@ def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
     data = spec.load()
     config = spec.config(data.vocab.size)
     weights = spec.weights()
-    run = TextTraining.start(rt, data, spec.settings(), config,
-                             None if weights is None else config.from_file(weights),
-                             data_format=spec.data_format)
+    run = Run.start(rt, Stream(data, spec.data_format), spec.settings(), config,
+                    None if weights is None else config.from_file(weights))
     rt.sync()
     setup_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -550,7 +550,7 @@ def _spec(args, folder: Path) -> RecipeSpec:
 def _run_all(args, backends: list[str], folder: Path) -> int:
     spec = _spec(args, folder)
     try:
-        spec.settings().validate()
+        spec.settings()  # Settings check themselves when made
     except ValueError as e:
         raise SystemExit(str(e))
     r = spec.recipe()

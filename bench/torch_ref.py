@@ -23,7 +23,7 @@ nanoGPT's train.py recipe (``RecipeTrainer``, ``train_text``), the baseline of
 (``GPT2Config.to_file``) and draws its batches from our ``TextData``, so that both
 sides start from the same weights and see the same windows.
 tests/test_bench_recipe.py checks its logits, its recipe steps and a whole short
-run with evaluations against ``GPT2Model`` and ``TextTraining``.
+run with evaluations against ``GPT2Model`` and ``run.Run``.
 """
 from __future__ import annotations
 
@@ -405,7 +405,7 @@ class RecipeTrainer:
     @torch.no_grad()
     def evaluate(self, batches) -> float:
         """nanoGPT's estimate_loss on one split: the mean loss over batches [I, B, T+1]
-        (model.eval(), no gradients), as our TextTraining.evaluate (float64 mean)."""
+        (model.eval(), no gradients), as our run.Run.evaluate (float64 mean)."""
         self.model.eval()
         dev = self.model.lm_head.weight.device
         batches = torch.as_tensor(batches).to(dev)
@@ -438,16 +438,15 @@ def _sync(model: torch.nn.Module) -> None:
 def train_text(model: TorchGPT2, data: TextData, settings: Settings,
                on_eval: Callable[[int, float, float], None] | None = None,
                progress: Callable[[int, int, float], None] | None = None) -> TorchRun:
-    """nanoGPT's training loop on our TextData, step for step as TextTraining.run:
+    """nanoGPT's training loop on our TextData, step for step as run.Run.run:
     step t trains on ``data.train_batch(t, seed, grad_accum, batch_size)``; the
     evaluations (at step 0, every eval_every steps and at the end) on
     ``data.eval_batches(split, seed, step, eval_iters, batch_size)``, val giving
     nan without a validation split. Batches are drawn before each stretch of
-    steps between evaluations, outside the timed training (as TextTraining draws
+    steps between evaluations, outside the timed training (as run.Run draws
     a call's batches). ``on_eval(step, train, val)``; ``progress(step, steps,
     mean loss of the stretch)`` after each stretch."""
-    s = settings
-    s.validate()
+    s = settings  # checked when made (Settings)
     trainer = RecipeTrainer(model, s.optimizer)
     losses, norms, evals = [], [], []
     run = TorchRun(np.zeros(0, np.float32), np.zeros(0, np.float32), evals)

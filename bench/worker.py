@@ -243,9 +243,9 @@ def measure_sample(engine, spec: dict, ds) -> None:
 def default_job(spec: dict, t_start: float) -> None:
     """microgpt's job: 1000 steps, B=1, microgpt's sizes, names.txt shuffled (seed 42).
 
-    Ours: the driver's run on lines (training/lines.py's Training: run.Run) as
+    Ours: the driver's run on lines (run.Run over datasets.Lines) as
     ``microgpt-fut train`` runs it (Settings' defaults); train_s = time inside the
-    device calls, job_s = the whole run from Training.start (encoding, init, NaN
+    device calls, job_s = the whole run from Lines and Run.start (encoding, init, NaN
     checks), total_s = from before importing the backend.
     torch: one document per step in eager mode, same order; its own N(0, 0.08)
     initialisation (NumPy, seed 42).  seed_port: the seed port's formulation
@@ -308,7 +308,8 @@ def default_job(spec: dict, t_start: float) -> None:
         from microgpt_fut.backend.runtime import Runtime
         from microgpt_fut.data.lines import Vocab
         from microgpt_fut.models.microgpt import MicrogptConfig
-        from microgpt_fut.training.lines import Training
+        from microgpt_fut.data.datasets import Lines
+        from microgpt_fut.training.run import Run
         from microgpt_fut.training.settings import Settings
 
         rt = Runtime(spec["backend"], quiet=True)
@@ -317,7 +318,9 @@ def default_job(spec: dict, t_start: float) -> None:
 
         def run_once() -> tuple[np.ndarray, float, float]:
             t1 = now()
-            run = Training.start(rt, docs, settings, MicrogptConfig(Vocab.from_docs(docs).size))
+            config = MicrogptConfig(Vocab.from_docs(docs).size)
+            run = Run.start(rt, Lines(docs, None, None, settings.seed, config.block_size),
+                            settings, config)
             run.run()
             return np.asarray(run.losses), run.seconds, now() - t1
         spk = settings.steps_per_call

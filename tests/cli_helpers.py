@@ -104,8 +104,23 @@ def overwrite_float(path: Path, name: str, value: float, index: int = 0) -> None
     path.write_bytes(bytes(data))
 
 
+def lines_run(rt, docs: list[str], settings, config=None, info=None, ck=None):
+    """A run.Run on the documents (datasets.Lines in settings.seed's order; info None:
+    the documents' own), as ``train`` makes one: fresh of ``config``, or the run of
+    checkpoint ``ck`` resumed (its config and vocabulary)."""
+    from microgpt_fut.data.datasets import Lines
+    from microgpt_fut.data.lines import Vocab
+    from microgpt_fut.training.run import Run
+
+    if ck is None:
+        return Run.start(rt, Lines(docs, info, None, settings.seed, config.block_size),
+                         settings, config)
+    dataset = Lines(docs, info, Vocab(tuple(ck.vocab)), settings.seed, ck.config.block_size)
+    return Run.resume(rt, ck, dataset, settings)
+
+
 def diverge(training) -> int:
-    """Run a Training that must diverge; check that it is left at the last good step
+    """Run a run.Run that must diverge; check that it is left at the last good step
     (finite state and losses, step = first bad step - 1) and return the bad step."""
     import numpy as np
 

@@ -1,5 +1,5 @@
 """The recipe benchmark's PyTorch baseline (bench/torch_ref.py: TorchGPT2, RecipeTrainer,
-train_text) computes what our GPT-2 kernels and TextTraining compute.
+train_text) computes what our GPT-2 kernels and run.Run compute.
 
 From the same weights: the logits (with and without biases), a few recipe steps
 (AdamW with decoupled weight decay on >= 2-D tensors, get_lr's warm-up and cosine

@@ -11,15 +11,14 @@ import pytest
 
 from click.testing import CliRunner
 
-from cli_helpers import (NAMES_TXT, assert_one_line_error, broken_checkpoints, names_lines,
-                         need_backend, small_data, without_metadata_sum)
+from cli_helpers import (NAMES_TXT, assert_one_line_error, broken_checkpoints, lines_run,
+                         names_lines, need_backend, small_data, without_metadata_sum)
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.errors import BackendError
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import Vocab, read_docs
 from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
 from microgpt_fut.backend.runtime import Runtime
-from microgpt_fut.training.lines import Training
 from microgpt_fut.training.sampling import iter_names
 from microgpt_fut.training.settings import Settings
 
@@ -121,8 +120,8 @@ def test_round_trip_in_memory_model(tmp_path):
     need_backend("c")
     docs = read_docs(small_data(tmp_path))
     rt = Runtime("c")
-    res = Training.start(rt, docs, Settings(num_steps=20, steps_per_call=6, batch_size=3),
-                         MicrogptConfig(Vocab.from_docs(docs).size, n_layer=2, block_size=8))
+    res = lines_run(rt, docs, Settings(num_steps=20, steps_per_call=6, batch_size=3),
+                    MicrogptConfig(Vocab.from_docs(docs).size, n_layer=2, block_size=8))
     res.run()
     path = tmp_path / "r.safetensors"
     ckpt.save(path, res.checkpoint())
@@ -135,11 +134,11 @@ def test_round_trip_in_memory_model(tmp_path):
     assert loaded.step() == res.model.step() == 20
     for name, arr in loaded.params().items():
         assert np.array_equal(arr, params[name])
-    a = _names(res.model, res.vocab, 40, 0.7, seed=5)
+    a = _names(res.model, res.dataset.vocab, 40, 0.7, seed=5)
     b = _names(loaded, Vocab(tuple(ck.vocab)), 40, 0.7, seed=5)
     c = _names(loaded, Vocab(tuple(ck.vocab)), 40, 0.7, seed=5, chunk=6)
     assert a == b == c
-    assert _names(loaded, res.vocab, 40, 0.7, seed=6) != a
+    assert _names(loaded, res.dataset.vocab, 40, 0.7, seed=6) != a
 
 
 def test_sample_zero_prints_nothing(trained):
@@ -299,14 +298,14 @@ def test_microgpt_job_end_to_end():
     docs = read_docs(NAMES_TXT)
     rt = Runtime("c")
     t0 = time.perf_counter()
-    res = Training.start(rt, docs, Settings(), MicrogptConfig(Vocab.from_docs(docs).size))
+    res = lines_run(rt, docs, Settings(), MicrogptConfig(Vocab.from_docs(docs).size))
     res.run()
     elapsed = time.perf_counter() - t0
     assert res.losses.shape == (1000,) and np.all(np.isfinite(res.losses))
     mean = float(np.mean(res.losses[-100:]))
     print(f"\n1000 steps on c: {elapsed:.2f} s, mean loss of steps 901-1000: {mean:.4f}")
     assert mean <= 2.40  # microgpt.py itself: 2.276
-    names = _names(res.model, res.vocab, 20, 0.5, seed=42)
+    names = _names(res.model, res.dataset.vocab, 20, 0.5, seed=42)
     print(names)
     good = [n for n in names if re.fullmatch(r"[a-z]{2,15}", n)]
     assert len(good) >= 15, names

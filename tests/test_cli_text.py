@@ -20,7 +20,8 @@ from conftest import DATA_DIR, get_runtime
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.text import load_text
-from microgpt_fut.training.stream import TextTraining
+from microgpt_fut.data.datasets import Stream
+from microgpt_fut.training.run import Run
 from microgpt_fut.training.settings import Settings
 from microgpt_fut.models.gpt2 import GPT2Config, Recipe
 
@@ -95,13 +96,13 @@ def test_resume_is_bit_identical(text_file, tmp_path):
                                           lr_decay_steps=24), grad_accum=2, eval_every=8,
                             eval_iters=2, seed=7, steps_per_call=5)
     config = GPT2Config(data.vocab.size, 16, 2, 2, 16)
-    whole = TextTraining.start(rt, data, settings, config)
+    whole = Run.start(rt, Stream(data), settings, config)
     whole.run()
-    part = TextTraining.start(rt, data, settings, config)
+    part = Run.start(rt, Stream(data), settings, config)
     part.run(until=13)
     path = tmp_path / "part.safetensors"
     ckpt.save(path, part.checkpoint())
-    resumed = TextTraining.resume(rt, ckpt.load(path), data, settings)
+    resumed = Run.resume(rt, ckpt.load(path), Stream(data), settings)
     resumed.run()
     a, b = whole.checkpoint(), resumed.checkpoint()
     for k in a.params:
@@ -196,7 +197,7 @@ def test_nan_stops_the_run_at_its_first_bad_step(text_file):
     config = GPT2Config(data.vocab.size, 16, 2, 1, 16)
     params = GPT2Model.init(rt, config, 42).params()
     params["wte"][3, 0] = np.inf
-    run = TextTraining.start(rt, data, settings, config, params)
+    run = Run.start(rt, Stream(data), settings, config, params)
     with pytest.raises(Diverged, match="step 1 of 10"):
         run.run()
     assert run.step == 0 and run.model.step() == 0 and len(run.losses) == 0

@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli_helpers import assert_one_line_error, diverge, need_backend, small_data
+from cli_helpers import assert_one_line_error, diverge, lines_run, need_backend, small_data
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import load_data
 from microgpt_fut.parallel.host_state import DataParallelModel, runtimes, shard_rows
 from microgpt_fut.models.microgpt import MicrogptModel
-from microgpt_fut.training.lines import Training
 from microgpt_fut.training.family import Adam
 from microgpt_fut.training.settings import Settings
 
@@ -95,24 +94,23 @@ def test_threads_run_is_reproducible_and_resumes_exactly(rts, tmp_path):
     settings = Settings(num_steps=12, batch_size=5, steps_per_call=4, threads=2)
     runs = []
     for _ in range(2):
-        t = Training.start(rts[0], docs, settings, config, info)
+        t = lines_run(rts[0], docs, settings, config, info)
         t.run()
         runs.append(t)
     a, b = runs
     assert np.array_equal(a.losses, b.losses) and a.step == 12
-    half = Training.start(rts[0], docs, settings, config, info)
+    half = lines_run(rts[0], docs, settings, config, info)
     half.run(until=6)
-    resumed = Training.resume(rts[0], half.checkpoint(), docs, settings, info)
+    resumed = lines_run(rts[0], docs, settings, info=info, ck=half.checkpoint())
     resumed.run()
     assert np.array_equal(resumed.losses, a.losses)
     for name, p in a.model.params().items():
         assert np.array_equal(resumed.model.params()[name], p), name
     assert isinstance(a.model, DataParallelModel)
-    one_row = Training.start(rts[0], docs, Settings(num_steps=2, threads=3), config, info)
+    one_row = lines_run(rts[0], docs, Settings(num_steps=2, threads=3), config, info)
     assert isinstance(one_row.model, MicrogptModel)
     # and its losses are one context's, to float32 rounding
-    single = Training.start(rts[0], docs, Settings(num_steps=12, batch_size=5), config,
-                            info)
+    single = lines_run(rts[0], docs, Settings(num_steps=12, batch_size=5), config, info)
     single.run()
     np.testing.assert_allclose(a.losses, single.losses, rtol=1e-4)
 
@@ -185,9 +183,9 @@ def test_divergence_on_threads_names_the_first_bad_step(rts, tmp_path):
     from microgpt_fut.models.microgpt import MicrogptConfig
 
     config = MicrogptConfig(len(set("".join(docs))) + 1, n_embd=8, n_head=2, block_size=8)
-    bad = [diverge(Training.start(rts[0], docs,
-                                  Settings(num_steps=20, batch_size=4, optimizer=Adam(lr=1e30),
-                                                steps_per_call=k, threads=2), config, info))
+    bad = [diverge(lines_run(rts[0], docs,
+                             Settings(num_steps=20, batch_size=4, optimizer=Adam(lr=1e30),
+                                      steps_per_call=k, threads=2), config, info))
            for k in (1, 5)]
     assert bad[0] == bad[1]
 

@@ -72,14 +72,15 @@ import sys
 from microgpt_fut.backend.runtime import Runtime
 from microgpt_fut.models.microgpt import MicrogptConfig
 from microgpt_fut.data.lines import load_data
-from microgpt_fut.training.lines import Training
+from microgpt_fut.data.datasets import Lines
+from microgpt_fut.training.run import Run
 from microgpt_fut.training.settings import Settings
 from microgpt_fut.training import checkpoint as ckpt
 rt = Runtime("c", None, quiet=True)
 docs, info = load_data(None)
 C = int(sys.argv[1])
-t = Training.start(rt, docs, Settings(num_steps=2, batch_size=8),
-                   MicrogptConfig(27, C, 4, 2, 16), info)
+s = Settings(num_steps=2, batch_size=8)
+t = Run.start(rt, Lines(docs, info, None, s.seed, 16), s, MicrogptConfig(27, C, 4, 2, 16))
 t.run()
 ckpt.save(sys.argv[2], t.checkpoint())
 # VmHWM: this process's peak (ru_maxrss would include the parent's at fork time)

@@ -24,13 +24,13 @@ import pytest
 
 from click.testing import CliRunner
 
-from cli_helpers import (assert_one_line_error, broken_checkpoints, diverge, need_backend,
-                         sigint_at_step, small_data, without_metadata_sum)
+from cli_helpers import (assert_one_line_error, broken_checkpoints, diverge, lines_run,
+                         need_backend, sigint_at_step, small_data, without_metadata_sum)
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import batch_indices, load_data
 from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
-from microgpt_fut.training.lines import Training
+from microgpt_fut.training.run import Run
 from microgpt_fut.training.family import Adam
 from microgpt_fut.training.settings import Settings
 
@@ -52,7 +52,7 @@ def settings(k: int, steps: int = 60) -> Settings:
     return Settings(num_steps=steps, batch_size=3, steps_per_call=k)
 
 
-def state(t: Training) -> dict[str, np.ndarray]:
+def state(t: Run) -> dict[str, np.ndarray]:
     """Everything a run's future depends on, plus its logged losses, as host arrays."""
     m, v = t.model.adam()
     out = {f"p.{n}": a for n, a in t.model.params().items()}
@@ -66,7 +66,7 @@ def state(t: Training) -> dict[str, np.ndarray]:
 def straight(rt, folder: Path, k: int = 50) -> dict[str, np.ndarray]:
     docs, info = load_data(seven(folder))
     config = MicrogptConfig(len(set("".join(docs))) + 1)
-    t = Training.start(rt, docs, settings(k), config, info)
+    t = lines_run(rt, docs, settings(k), config, info)
     t.run()
     return state(t)
 
@@ -97,7 +97,7 @@ def test_resume_is_bit_identical(rt, tmp_path):
         assert all(np.array_equal(ref[n], again[n]) for n in ref), \
             "the c backend must be bit-reproducible"
 
-    first = Training.start(rt, docs, settings(50), config, info)
+    first = lines_run(rt, docs, settings(50), config, info)
     first.run(until=25)
     assert first.step == 25 and first.model.step() == 25
     path = tmp_path / "at25.safetensors"
@@ -108,7 +108,7 @@ def test_resume_is_bit_identical(rt, tmp_path):
     assert ck.step == 25 and ck.train["cursor"] == 75 and ck.train["num_steps"] == 60
     assert ck.losses.shape == (25,) and ck.losses.dtype == np.float32
     for k in (50, 7):  # one call of 35 steps, or calls of 7
-        resumed = Training.resume(rt, ck, docs, settings(k), info)
+        resumed = lines_run(rt, docs, settings(k), info=info, ck=ck)
         resumed.run()
         got = state(resumed)
         assert_same(got, ref, exact)
@@ -226,8 +226,8 @@ def test_huge_step_count_costs_nothing_up_front(tmp_path):
     from conftest import get_runtime
 
     docs, info = load_data(seven(tmp_path))
-    t = Training.start(get_runtime("c"), docs, Settings(num_steps=10**12, steps_per_call=4),
-                       MicrogptConfig(len(set("".join(docs))) + 1), info)
+    t = lines_run(get_runtime("c"), docs, Settings(num_steps=10**12, steps_per_call=4),
+                  MicrogptConfig(len(set("".join(docs))) + 1), info)
     t.run(until=10)
     ck = t.checkpoint()
     assert ck.step == 10 and ck.losses.shape == (10,) and ck.train["num_steps"] == 10**12
@@ -258,8 +258,8 @@ def test_training_left_at_last_good_step(tmp_path):
     rt = get_runtime("c")
     docs, info = load_data(seven(tmp_path))
     config = MicrogptConfig(len(set("".join(docs))) + 1)
-    diverge(Training.start(rt, docs, Settings(num_steps=50, optimizer=Adam(lr=1e30), steps_per_call=9),
-                           config, info))
+    diverge(lines_run(rt, docs, Settings(num_steps=50, optimizer=Adam(lr=1e30), steps_per_call=9),
+                      config, info))
 
 
 def test_divergence_after_a_periodic_save_keeps_it(tmp_path, monkeypatch):
@@ -417,8 +417,8 @@ def test_sigint_saves_and_resume_finishes(tmp_path):
 
     from conftest import get_runtime
     docs, info = load_data(data)
-    t = Training.start(get_runtime("c"), docs, Settings(num_steps=total, steps_per_call=50),
-                       MicrogptConfig(ck.config.vocab_size, 8, 2, 1, 8), info)
+    t = lines_run(get_runtime("c"), docs, Settings(num_steps=total, steps_per_call=50),
+                  MicrogptConfig(ck.config.vocab_size, 8, 2, 1, 8), info)
     t.run()
     final = ckpt.load(out)
     for name, arr in t.model.params().items():

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import reference as RM
 import reference_gpt2 as RG
-from cli_helpers import names_lines, shakespeare_file
+from cli_helpers import lines_run, names_lines, shakespeare_file
 from conftest import get_runtime
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training import family as fam
@@ -25,10 +25,10 @@ from microgpt_fut.training.family import Adam
 from microgpt_fut.models.gpt2 import GPT2Config, Recipe
 from microgpt_fut.models.microgpt import MicrogptConfig
 from microgpt_fut.errors import Diverged
+from microgpt_fut.training.run import Run
 from microgpt_fut.data.shards import load_tokens
 from microgpt_fut.data.text import load_text
-from microgpt_fut.training.stream import TextTraining
-from microgpt_fut.training.lines import Training
+from microgpt_fut.data.datasets import Stream
 from microgpt_fut.training.settings import Settings
 
 COMBOS = [("microgpt", "lines"), ("gpt2", "lines"), ("microgpt", "text"), ("gpt2", "text"),
@@ -67,13 +67,12 @@ def make(arch: str, fmt: str, text_file, shard_dir, spc: int = 4, threads: int =
         docs = [d for d in names_lines() if d][:60]
         from microgpt_fut.data.lines import Vocab
         config = cls(Vocab.from_docs(docs).size, 16, 2, 1, T)
-        return (Training.start(rt, docs, s, config),
-                lambda ck: Training.resume(rt, ck, docs, s, Training.start(
-                    rt, docs, s, config).data))
+        return (lines_run(rt, docs, s, config),
+                lambda ck: lines_run(rt, docs, s, ck=ck))
     data = load_text(text_file, T) if fmt == "text" else load_tokens(shard_dir, T)
     config = cls(data.vocab.size, 16, 2, 1, T)
-    return (TextTraining.start(rt, data, s, config, data_format=fmt),
-            lambda ck: TextTraining.resume(rt, ck, data, s))
+    return (Run.start(rt, Stream(data, fmt), s, config),
+            lambda ck: Run.resume(rt, ck, Stream(data, fmt), s))
 
 
 @pytest.mark.parametrize("arch,fmt", COMBOS)

@@ -46,7 +46,7 @@ _exit = os._exit  # ends the process without unwinding (a seam for tests)
 
 
 class StopRequest:
-    """A flag set by the first signal; call it to read it (``should_stop`` of Training.run).
+    """A flag set by the first signal; call it to read it (``should_stop`` of run.Run.run).
     ``signum``: that signal's number, or None. ``on_second()`` gives the line printed
     when a second signal ends the process (set by the command; None prints nothing)."""
 

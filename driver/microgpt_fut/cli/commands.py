@@ -442,7 +442,6 @@ def train(ctx, **o):
     with user_errors():
         data = kind.open(p)
         config = p.config(data)
-        config.validate()
     T = config.block_size
     check_memory(config, o["backend"], rt, s.batch_size, s.steps_per_call,
                  kind.data_tokens(data, T), s.grad_accum, s.contexts * ranks_here(world),

@@ -15,11 +15,12 @@ identify the data again at --resume (``train_entries``).
 """
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from .lines import DataInfo, Vocab, batch_indices, shuffled
+from .lines import DataInfo, Vocab, batch_indices, docs_sha256, shuffled
 from .text import TextData
 
 
@@ -37,19 +38,35 @@ class Lines:
     """Documents as rows (lines.Vocab.encode), in microgpt's order under ``seed``.
 
     docs: the documents in file order; info: where they came from (its sha256 is the
-    identity a resume checks); vocab: the model's characters (with BOS);
-    block_size: T. Raises KeyError for a character outside vocab (callers check
-    first).
+    identity a resume checks; None: the documents' own, no file); vocab: the model's
+    characters with BOS (None: the documents', ``Vocab.from_docs``); block_size: T.
+    Raises ValueError for no documents, KeyError for a character outside vocab
+    (kinds.LinesKind.open refuses those first, naming the file).
     """
 
     data_format = "lines"
     evaluates = False
 
-    def __init__(self, docs: list[str], info: DataInfo, vocab: Vocab, seed: int,
+    def __init__(self, docs: list[str], info: DataInfo | None, vocab: Vocab | None, seed: int,
                  block_size: int):
-        self.docs, self.info, self.vocab = docs, info, vocab
+        if not docs:
+            raise ValueError("no documents to train on")
+        self.docs = docs
+        self.info = info or DataInfo("", "", "utf-8", docs_sha256(docs), len(docs))
+        self.vocab = vocab or Vocab.from_docs(docs)
         self.order = shuffled(docs, seed)
-        self.tokens, self.n_pos, self.n_cut = vocab.encode(self.order, block_size)
+        self.block_size = block_size
+
+    @cached_property
+    def _rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens int64 [N, T+1], n_pos int64 [N]) of the documents in order."""
+        return self.vocab.encode(self.order, self.block_size)[:2]
+
+    def prepare(self) -> None:
+        """Encode the rows now (run.Run does, before its model and its timed calls): not
+        when opened, as train's memory check (memory.py), which counts them, comes
+        between."""
+        self._rows  # noqa: B018 - the cached property's first read makes them
 
     @property
     def sha256(self) -> str:
@@ -63,8 +80,9 @@ class Lines:
         """Steps first+1..first+k: (tokens int64 [K, 1, B, T+1], n_pos int64 [K, 1, B],
         valid positions in all), B = settings.batch_size (lines.batch_indices)."""
         idx = batch_indices(first, k, settings.batch_size, len(self.order))
-        n_pos = self.n_pos[idx]
-        return self.tokens[idx][:, None], n_pos[:, None], int(n_pos.sum())
+        tokens, n_pos = self._rows
+        n_pos = n_pos[idx]
+        return tokens[idx][:, None], n_pos[:, None], int(n_pos.sum())
 
     def other_data(self, train: dict) -> str:
         """Why these documents cannot resume the run of a checkpoint's ``train`` entries
@@ -92,6 +110,9 @@ class Stream:
 
     def __init__(self, data: TextData, data_format: str = "text"):
         self.data, self.data_format = data, data_format
+
+    def prepare(self) -> None:
+        """Nothing to do: the tokens are read (or memory-mapped) already."""
 
     @property
     def sha256(self) -> str:

@@ -55,7 +55,7 @@ class HostState(NamedTuple):
     them back with GPTConfigBase.shapes), so that Adam is a dozen whole-vector operations.
 
     Arrays are never modified in place, so a HostState can be kept as a snapshot
-    (``Training`` keeps the state before each call to replay it).
+    (run.Run keeps the state before each call to replay it).
     """
 
     params: np.ndarray

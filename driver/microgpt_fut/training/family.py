@@ -149,8 +149,8 @@ class Family:
 
     def optimizer(self, values: dict, num_steps: int):
         """The optimiser of a fresh run from the optimiser options' values (None: the
-        default of ``optimizer_options``), checked (validate_optimizer). Raises
-        OptionConflict naming the option."""
+        default of ``optimizer_options``); the Settings that hold it check it
+        (validate_optimizer), raising OptionConflict naming the option."""
         raise NotImplementedError
 
     def model(self, rt: Runtime, config, seed: int, contexts: int = 1,
@@ -216,10 +216,8 @@ class Microgpt(Family):
     def optimizer(self, values, num_steps):
         """Family.optimizer's: microgpt's Adam (microgpt.py's lr 0.01, betas 0.85, 0.99)."""
         d = Adam()
-        opt = Adam(*(getattr(d, k) if values.get(k) is None else values[k]
-                     for k in ("lr", "beta1", "beta2")))
-        validate_optimizer(opt)
-        return opt
+        return Adam(*(getattr(d, k) if values.get(k) is None else values[k]
+                      for k in ("lr", "beta1", "beta2")))
 
     def train(self, model, tokens, n_pos, num_steps, optimizer):
         """Family.train's: microgpt's ``train`` entry point (Adam, linear decay to 0 at
@@ -279,7 +277,6 @@ class GPT2(Family):
             raise OptionConflict(f"--warmup-steps {r.warmup_steps} must be less than --steps "
                                  f"{num_steps}, where the learning rate's decay ends (or give "
                                  "--lr-decay-steps beyond the warm-up)")
-        validate_optimizer(r)
         return r
 
     def train(self, model, tokens, n_pos, num_steps, optimizer):

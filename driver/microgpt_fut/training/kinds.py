@@ -3,40 +3,28 @@ line, microgpt's names), ``text`` (a text file as one token stream) and ``tokens
 folder of token shards, `prepare`'s).
 
 A kind says which train options it reads (beyond every run's and the model family's),
-whether it evaluates, how it opens its data for a plan (training/plan.py), how a
-resumed run's data is checked to be the run's own, what a run of it prints about its
-data, and how its models are sampled (names, or continuations of a prompt whose
-default the kind gives).
+whether it evaluates, whether a checkpoint can be resumed, how it opens its data for a
+plan (training/plan.py) as the run's dataset (data/datasets.py: Lines or Stream),
+checked once to be a resumed run's own, what a run of it prints about its data, and
+how its models are sampled (names, or continuations of a prompt whose default the kind
+gives).
 """
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 from .checkpoint import Checkpoint
-from ..data.datasets import other_documents
-from ..data.lines import DataInfo, Vocab, load_data, read_text
+from ..data.datasets import Lines, Stream, other_documents
+from ..data.lines import Vocab, load_data, read_text
 from ..data.shards import folder_tokenizer, find_splits, load_tokens
-from ..data.text import TextData, load_text
+from ..data.text import load_text
 from ..data.tokenizer import CharVocab, Tokenizer, load_tokenizer, train_bpe
 from ..errors import DataError, OptionConflict, ResumeError
-from .lines import Training
 from .sampling import iter_continuations, iter_names
-from .stream import TextTraining
 
 # Options every stream reads: nanoGPT's micro-batches and evaluations.
 STREAM_OPTIONS = ("grad_accum", "eval_every", "eval_iters", "eval_choices")
-
-
-@dataclass
-class Documents:
-    """A lines dataset as opened: the documents in file order, where they came from, and
-    the model's vocabulary (the data's, or the --init-from/--resume model's)."""
-
-    docs: list[str]
-    info: DataInfo
-    vocab: Vocab
 
 
 class Kind:
@@ -100,8 +88,9 @@ class LinesKind(Kind):
             raise ResumeError(f"{where} is inconsistent: data cursor {t['cursor']} is not "
                               f"step {ck.step} x batch size {t['batch_size']}")
 
-    def open(self, plan) -> Documents:
-        """The documents of plan.data (None: the built-in names) and the model's
+    def open(self, plan) -> Lines:
+        """The documents of plan.data (None: the built-in names) as the run's dataset, in
+        the order of plan.settings.seed, rows of plan.block_size + 1 tokens of the model's
         vocabulary: the data's characters, or the fixed model's, which must hold every
         character of the data. Raises DataError naming the file, OptionConflict for a
         --batch-size larger than the data, ResumeError for other documents than a
@@ -119,32 +108,18 @@ class LinesKind(Kind):
             raise OptionConflict(f"--batch-size {plan.settings.batch_size} is larger than the "
                                  f"data ({info.description}): a step would take some documents "
                                  f"twice; use at most {len(docs):,}")
-        return Documents(docs, info, vocab)
+        return Lines(docs, info, vocab, plan.settings.seed, plan.block_size)
 
-    def vocab_size(self, data: Documents) -> int:
-        return data.vocab.size
-
-    def data_tokens(self, data: Documents, block_size: int) -> int:
+    def data_tokens(self, data: Lines, block_size: int) -> int:
         """Tokens the run holds on the host (memory.py)."""
         return len(data.docs) * (block_size + 1)
 
-    def describe(self, data: Documents, block_size: int) -> tuple[str, str]:
+    def describe(self, data: Lines, block_size: int) -> tuple[str, str]:
         """(the line that says what the data is, a warning for stderr or "")."""
         n_long = sum(len(d) > block_size - 1 for d in data.docs)
         warn = (f"warning: {n_long} of {len(data.docs)} documents are longer than block size "
                 f"- 1 = {block_size - 1} characters and are cut" if n_long else "")
         return f"data: {data.info.description}", warn
-
-    def start(self, rt, data: Documents, settings, config, params, init_from, exchange):
-        """A fresh run (run.Run) on the documents."""
-        run = Training.start(rt, data.docs, settings, config, data.info, data.vocab, params,
-                             exchange)
-        run.init_from = init_from
-        return run
-
-    def resume(self, rt, ck, data: Documents, settings, exchange):
-        """ck's run, continued on the documents (checked: ``open``)."""
-        return Training.resume(rt, ck, data.docs, settings, data.info, exchange)
 
     def model_tokenizer(self, ck: Checkpoint) -> Vocab:
         """A model's vocabulary as this kind reads it: a model of lines, its characters
@@ -190,21 +165,27 @@ class StreamKind(Kind):
     required = Kind.required
     max_new = 200  # tokens continued after train
 
-    def open(self, plan) -> TextData:
+    def check_resumable(self, ck, where):
+        """Kind.check_resumable's, and a GPT-2 run has its gradient norms."""
+        super().check_resumable(ck, where)
+        if ck.arch == "gpt2" and ck.norms is None:
+            raise ResumeError(f"{where} cannot be resumed: it lacks its gradient norms "
+                              "('train.grad_norms')")
+
+    def open(self, plan) -> Stream:
+        """plan's stream (``_load``: the text or the shards) as the run's dataset; a
+        resumed run's must be its own (its SHA-256): else ResumeError naming both paths
+        (datasets.Stream.other_data)."""
+        stream = Stream(self._load(plan), self.name)
+        if plan.resume is not None and stream.sha256 != plan.resume.train["data_sha256"]:
+            raise ResumeError(stream.other_data(plan.resume.train))
+        return stream
+
+    def _load(self, plan):
         raise NotImplementedError
 
-    def vocab_size(self, data: TextData) -> int:
-        return data.vocab.size
-
-    def data_tokens(self, data: TextData, block_size: int) -> int:
-        return data.n_tokens
-
-    def start(self, rt, data: TextData, settings, config, params, init_from, exchange):
-        return TextTraining.start(rt, data, settings, config, params, init_from, exchange,
-                                  self.name)
-
-    def resume(self, rt, ck, data: TextData, settings, exchange):
-        return TextTraining.resume(rt, ck, data, settings, exchange)
+    def data_tokens(self, data: Stream, block_size: int) -> int:
+        return data.data.n_tokens
 
     def model_tokenizer(self, ck: Checkpoint) -> Tokenizer:
         """A model's tokenizer (a model of lines: its characters, then BOS as the
@@ -231,7 +212,7 @@ class StreamKind(Kind):
         except DataError:
             return [tokenizer.decode([0])]
 
-    def _kind_of(self, data: TextData) -> str:
+    def _kind_of(self, data: Stream) -> str:
         return "characters" if isinstance(data.vocab, CharVocab) else "byte-level BPE"
 
 
@@ -243,11 +224,10 @@ class TextKind(StreamKind):
     options = ("encoding", "val_fraction", "tokenizer", "vocab_size") + STREAM_OPTIONS
     what, same = "data file", "text"
 
-    def open(self, plan) -> TextData:
-        """The text of plan.data with the fixed model's tokenizer, or a fresh run's
-        (--tokenizer char, bpe or PATH). Raises DataError naming the file,
-        OptionConflict naming the option (the run's own text is checked at its resume:
-        stream.TextTraining.resume)."""
+    def _load(self, plan):
+        """The text of plan.data (text.TextData) with the fixed model's tokenizer, or a
+        fresh run's (--tokenizer char, bpe or PATH). Raises DataError naming the file,
+        OptionConflict naming the option."""
         tok = plan.tokenizer
         if tok is None and plan.tokenizer_choice == "bpe":
             text = read_text(plan.data, plan.encoding)
@@ -257,9 +237,10 @@ class TextKind(StreamKind):
             tok = load_tokenizer(plan.tokenizer_choice)
         return load_text(plan.data, plan.block_size, plan.val_fraction, plan.encoding, tok)
 
-    def describe(self, data: TextData, block_size: int) -> tuple[str, str]:
+    def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
+        data = stream.data
         return (f"data: {data.path} | {data.n_chars:,} characters, {data.n_tokens:,} tokens, "
-                f"vocab size {data.vocab.size} ({self._kind_of(data)}) | train "
+                f"vocab size {data.vocab.size} ({self._kind_of(stream)}) | train "
                 f"{len(data.train):,} tokens, " + (f"val {len(data.val):,}" if len(data.val)
                                                   else "no validation (--val-fraction 0)"), "")
 
@@ -276,12 +257,12 @@ class TokensKind(StreamKind):
     def _exists(self, path: Path) -> bool:
         return path.is_dir()
 
-    def open(self, plan) -> TextData:
-        """The shards of plan.data read with the model's tokenizer: a resumed run's
-        always (its shards are checked by their identity); an --init-from model's or
-        --tokenizer PATH's, refused when the folder's own tokenizer is another (the
-        shards' ids would mean other tokens). Raises DataError naming the folder and
-        OptionConflict for another tokenizer."""
+    def _load(self, plan):
+        """The shards of plan.data (text.TextData) read with the model's tokenizer: a
+        resumed run's always (its shards are checked by their identity: ``open``); an
+        --init-from model's or --tokenizer PATH's, refused when the folder's own
+        tokenizer is another (the shards' ids would mean other tokens). Raises DataError
+        naming the folder and OptionConflict for another tokenizer."""
         tok = plan.tokenizer
         if tok is None and plan.tokenizer_choice is not None:
             tok = load_tokenizer(plan.tokenizer_choice)
@@ -294,13 +275,14 @@ class TokensKind(StreamKind):
                     f"(vocab size {theirs.size}) than {_tokenizer_fix(plan, tok)}")
         return load_tokens(plan.data, plan.block_size, tok)
 
-    def describe(self, data: TextData, block_size: int) -> tuple[str, str]:
+    def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
+        data = stream.data
         return (f"data: {data.path} | token shards, {data.n_tokens:,} tokens, vocab size "
-                f"{data.vocab.size} ({self._kind_of(data)}) | train {len(data.train):,} "
+                f"{data.vocab.size} ({self._kind_of(stream)}) | train {len(data.train):,} "
                 "tokens, " + (f"val {len(data.val):,}" if len(data.val)
                               else "no validation shards"), "")
 
-    def data_tokens(self, data: TextData, block_size: int) -> int:
+    def data_tokens(self, data: Stream, block_size: int) -> int:
         return 0  # memory-mapped
 
 

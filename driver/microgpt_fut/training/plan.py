@@ -35,6 +35,7 @@ from ..data.tokenizer import BPE_MIN_VOCAB
 from ..errors import DataError, OptionConflict, ResumeConflict, ResumeError
 from .family import FAMILIES, Family
 from .kinds import KINDS, Kind
+from .run import Run
 from .settings import Settings
 
 # The train options every run reads (click's names); the others are the families'
@@ -133,22 +134,24 @@ class Plan:
         vocabulary is smaller than the family's least (a text of one character)."""
         if self.model is not None:
             return self.model.config
-        config = self.family.config(self.kind.vocab_size(data), self.sizes)
+        config = self.family.config(data.vocab.size, self.sizes)
         if config.vocab_size < config.min_vocab:
             raise DataError(f"--data {str(self.data)!r}: its tokenizer has {config.vocab_size} "
                             f"token(s); a model needs at least {config.min_vocab} (give a text "
                             "of more characters)")
         return config
 
-    def start(self, rt, data, config, exchange=None):
-        """The run.Run: resumed, or fresh (from the init model's weights)."""
-        k = self.kind
+    def start(self, rt, data, config, exchange=None) -> Run:
+        """The run.Run on ``data`` (the kind's ``open``, checked there): the checkpoint's
+        run resumed, or a fresh run of ``config`` (``config(data)``) from the init model's
+        weights or the family's initialisation. exchange: an MPIExchange when MPI ranks
+        share each step."""
         if self.resume is not None:
-            return k.resume(rt, self.resume, data, self.settings, exchange)
+            return Run.resume(rt, self.resume, data, self.settings, exchange)
         if self.init is not None:
-            return k.start(rt, data, self.settings, config, self.init.params,
-                           str(Path(self.init_path).resolve()), exchange)
-        return k.start(rt, data, self.settings, config, None, "", exchange)
+            return Run.start(rt, data, self.settings, config, self.init.params,
+                             str(Path(self.init_path).resolve()), exchange)
+        return Run.start(rt, data, self.settings, config, None, "", exchange)
 
 
 def _source(o: dict) -> tuple[str, Path] | None:
@@ -209,8 +212,7 @@ def make(o: dict, given: dict) -> Plan:
         return _resume(o, given, family, kind)
     settings = Settings(o["steps"], o["batch_size"], family.optimizer(o, o["steps"]),
                         o["grad_accum"] or 1, o["eval_every"] or 250, o["eval_iters"] or 20,
-                        o["seed"], o["steps_per_call"], o["threads"])
-    settings.validate()
+                        o["seed"], o["steps_per_call"], o["threads"])  # checked: Settings
     sizes = {k: o.get(k) for k in family.size_options}
     p = Plan(family, kind, settings, o["out"], o["data"], o["encoding"] or "utf-8",
              0.1 if o["val_fraction"] is None else o["val_fraction"], sizes,

@@ -97,13 +97,23 @@ class Run:
     @classmethod
     def start(cls, rt: Runtime, dataset, settings, config, params=None, init_from: str = "",
               exchange: Exchange | None = None) -> "Run":
-        """A fresh run of config's family on dataset: the family's initialisation under
-        settings.seed, or (``train --init-from``) the weights ``params`` (float32 arrays of
-        config's shapes) with the optimiser's moments at zero; ``init_from`` names that
-        model in the checkpoint. exchange: an MPIExchange when MPI ranks share each
-        step's rows. Raises ValueError naming the option for bad settings or sizes."""
-        settings.validate()
-        config.validate()
+        """A fresh run of config's family on dataset (datasets.Lines or Stream: a kind's
+        ``open``): the family's initialisation under settings.seed, or (``train
+        --init-from``) the weights ``params`` (float32 arrays of config's shapes) with the
+        optimiser's moments at zero; ``init_from`` names that model in the checkpoint.
+        exchange: an MPIExchange when MPI ranks share each step's rows.
+
+        settings (settings.Settings) and config check themselves (Settings when made,
+        the config when the family's model is made: ValueError naming the option).
+        config.vocab_size must be the dataset's vocabulary size, or for given weights on a
+        stream larger (a padded vocabulary, as nanoGPT's 50304): else ValueError. The
+        dataset's rows are made here (its ``prepare``), before the model and outside the
+        timed calls."""
+        have = dataset.vocab.size
+        padded = params is not None and dataset.evaluates  # lines: BOS is the last token
+        if config.vocab_size != have and not (padded and config.vocab_size > have):
+            raise ValueError(f"vocab_size {config.vocab_size} does not match the data's {have}")
+        dataset.prepare()
         family = family_of(config)
         model = family.model(rt, config, settings.seed, settings.contexts, exchange, params)
         run = cls(family, model, dataset, settings, (), (), [], 0)
@@ -113,18 +123,11 @@ class Run:
     @classmethod
     def resume(cls, rt: Runtime, ck: Checkpoint, dataset, settings,
                exchange: Exchange | None = None) -> "Run":
-        """The run saved in ck, continued on dataset (which must be the run's own: its
-        sha256 is checked) with settings (the checkpoint's; only steps_per_call and
-        threads may differ, and the MPI ranks: exchange). Raises ValueError when the
-        data differ or ck cannot continue (no moments or loss history, step beyond the
-        total)."""
-        settings.validate()
-        if ck.m is None or ck.v is None or ck.losses is None:
-            raise ValueError("the checkpoint lacks the optimiser's moments or its loss history")
-        if dataset.sha256 != ck.train.get("data_sha256"):
-            raise ValueError(dataset.other_data(ck.train))
-        if not 0 <= ck.step <= settings.num_steps:
-            raise ValueError(f"checkpoint step {ck.step} is outside 0..{settings.num_steps}")
+        """The run saved in ck, continued on dataset with settings (the checkpoint's, made
+        by Settings.from_train; only steps_per_call and threads may differ, and the MPI
+        ranks: exchange). ck must be resumable and dataset the run's own: the kind checks
+        both once (kinds.Kind.check_resumable at the plan, ``open``)."""
+        dataset.prepare()
         family = family_of(ck.config)
         model = family.model(rt, ck.config, settings.seed, settings.contexts, exchange,
                              ck.params, ck.m, ck.v, ck.step)

@@ -32,6 +32,9 @@ class Settings:
     steps_per_call: int = 50
     threads: int = 1
 
+    def __post_init__(self):
+        self.validate()  # the one check of a run's settings: every Settings is usable
+
     @property
     def contexts(self) -> int:
         """Kernel contexts a step is split over: --threads, but no more than a step's
@@ -40,7 +43,8 @@ class Settings:
         return min(self.threads, self.batch_size * self.grad_accum)
 
     def validate(self) -> None:
-        """Raise OptionConflict naming the option when a setting is unusable."""
+        """Raise OptionConflict naming the option when a setting is unusable (the
+        optimiser's too: family.validate_optimizer). Made settings have passed it."""
         for name in ("num_steps", "batch_size", "grad_accum", "eval_every", "eval_iters",
                      "steps_per_call", "threads"):
             if getattr(self, name) < 1:
