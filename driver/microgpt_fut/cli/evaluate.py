@@ -9,7 +9,7 @@ from ..training import choices, hf
 from ..training.family import family_of
 from .common import bad_option, exit_if_stdout_closed, runtime, say_line, user_errors
 from .group import main
-from .options import backend_opt, device_opt
+from .options import option
 
 @main.command("eval")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
@@ -18,8 +18,8 @@ from .options import backend_opt, device_opt
 @click.option("--choices", "choices_file", required=True, type=click.Path(path_type=Path),
               help="Questions in HellaSwag's jsonl (ctx, endings, label), e.g. "
                    "hellaswag_val.jsonl.")
-@backend_opt
-@device_opt
+@option("backend")
+@option("device")
 @click.pass_context
 def eval_command(ctx, checkpoint, choices_file, backend, device):
     """Multiple-choice accuracy as the seed's hellaswag.py: each ending is scored by the

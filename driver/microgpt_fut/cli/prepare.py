@@ -16,7 +16,7 @@ from ..interrupt import stop_on_signals
 from ..training.loop import lock_path
 from .common import bad_option, exit_if_stdout_closed, exit_with, lock_out, say_note, user_errors
 from .group import main
-from .options import INT_MAX, given_options
+from .values import INT_MAX, given_options
 
 @main.command("prepare")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
