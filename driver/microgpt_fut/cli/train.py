@@ -130,3 +130,12 @@ def train(ctx, **o):
                       n * max(1, len(prompts)), "text" if kind.evaluates else "names",
                       header=not quiet)
 
+
+
+def plan_of(args: list[str]) -> plan.Plan:
+    """The plan of ``microgpt-fut train ARGS`` (its options parsed and checked as the
+    command's, then plan.make): how bench builds its runs, so that they are train's.
+    Raises click's exceptions for a bad option, plan.make's errors."""
+    ctx = train.make_context("train", list(args))
+    with ctx:
+        return plan.make(ctx.params, given_options(ctx))
