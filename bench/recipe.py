@@ -7,9 +7,9 @@ decayed to 1e-4 at the last step after 100 warm-up steps, AdamW betas (0.9, 0.99
 weight decay 0.1, clipping at 1.0; evaluations of 20 batches of each split every
 250 steps; seed 1337), for each of our backends as ``microgpt-fut train`` runs it
 (RecipeSpec is that command line, planned by train's own plan) and for PyTorch
-(``bench.torch_ref.TorchGPT2`` and ``train_text``: nanoGPT's model.py and train.py) from the same initial weights
-(ours under the same seed, loaded into torch) on the same batches (our
-``TextData`` streams). Each run is a fresh subprocess (``--worker``).
+(``bench.torch_ref.TorchGPT2`` and ``train_text``: nanoGPT's model.py and train.py)
+from the same initial weights (ours under the same seed, loaded into torch) on the
+same batches (our ``TextData`` streams). Each run is a fresh subprocess (``--worker``).
 
 Writes to --out-dir (default bench/results): ``recipe.csv`` (one row per run),
 ``recipe_evals.csv`` (the evaluations: backend, step, train_loss, val_loss),
@@ -54,8 +54,9 @@ def files(model: str) -> dict[str, str]:
             "plot": f"{p}_val_loss.png"}
 
 
-# The command's train options (click's names), and the ones the spec may give: a RecipeSpec is that command line, planned by train's
-# own plan (microgpt_fut.cli.train.plan_of), so that bench trains as `train` does.
+# The command's train options (click's names), and the ones the spec may give:
+# a RecipeSpec is that command line, planned by train's own plan
+# (microgpt_fut.cli.train.plan_of), so that bench trains as `train` does.
 # warmup_steps None: the family's default, min(100, steps // 10), so that a short
 # smoke run (steps <= 100) still has lr_decay_steps = steps > warmup_steps.
 # The betas are (0.9, 0.99), not train's (0.9, 0.95): the recipe measured in README.

@@ -11,8 +11,9 @@ from ..training.loop import first_line
 
 def load_config(ctx, param, value):
     """--config FILE (TOML): option values (the options' own names, with - or _, not
-    nanoGPT's) used where the command line gives none; read before the other options (eager). Each value must
-    have its option's type (``config_value``); paths are relative to the file."""
+    nanoGPT's) used where the command line gives none; read before the other options
+    (eager). Each value must have its option's type (``config_value``); paths are
+    relative to the file."""
     if value is None:
         return None
     import tomllib

@@ -17,8 +17,6 @@ from pathlib import Path
 import click
 
 from ..backend.runtime import BACKENDS
-from ..models.gpt2 import GPT2Config
-from ..models.microgpt import GPTConfigBase
 from ..training import plan
 from ..training.family import FAMILIES
 from ..training.kinds import KINDS
@@ -74,7 +72,7 @@ def _optimizer(name: str, type_, text: str) -> tuple[str, Option]:
                              callback=check_lr if name == "lr" else None))
 
 
-_SIZES = GPTConfigBase  # its fields' defaults
+_SIZES = FAMILIES["microgpt"].config_class  # its fields' defaults: train's sizes
 _SEED = dict(type=click.IntRange(0, 2**63 - 1), default=RUN["seed"], show_default=True)
 
 OPTIONS: dict[str, Option] = dict([
@@ -124,7 +122,8 @@ OPTIONS: dict[str, Option] = dict([
                            dict(type=click.Choice(list(KINDS)), default=None))),
     ("bias", Option(("--bias/--no-bias",), where("bias", "biases in the linear layers and "
                     "LayerNorms (nanoGPT's bias).  [default: "
-                    f"{'--bias' if GPT2Config.bias else '--no-bias'}]"), dict(default=None))),
+                    f"{'--bias' if FAMILIES['gpt2'].config_class.bias else '--no-bias'}]"),
+                    dict(default=None))),
     ("val_fraction", Option(("--val-fraction",), where("val_fraction", "the last fraction of "
                             "the text held out for validation (0: none; the run then evaluates "
                             "the training split only).  [default: "

@@ -279,8 +279,12 @@ class GPT2(Family):
         decay 0.1, clip 1.0: Recipe's defaults; lr 1e-3 decayed to lr/10 at the last step
         after min(100, steps/10) warm-up steps). A default decay that would end inside the
         warm-up is refused, naming --warmup-steps."""
-        pick = lambda k, default=None: (getattr(Recipe, k) if default is None else  # noqa: E731
-                                        default) if values.get(k) is None else values[k]
+        def pick(k, default=None):
+            """The value given, else ``default``, else Recipe's."""
+            if values.get(k) is not None:
+                return values[k]
+            return getattr(Recipe, k) if default is None else default
+
         lr = pick("lr")
         r = Recipe(lr=lr, min_lr=pick("min_lr", lr / 10),
                    warmup_steps=pick("warmup_steps", min(Recipe.warmup_steps, num_steps // 10)),

@@ -217,8 +217,9 @@ def make(o: dict, given: dict) -> Plan:
                         o["seed"], o["steps_per_call"], o["threads"])
     settings.validate()
     sizes = {k: o.get(k) for k in family.size_options}
-    p = Plan(family, kind, settings, o["out"], o["data"], o["encoding"] or DATA_DEFAULTS["encoding"],
-             pick("val_fraction", DATA_DEFAULTS), sizes, eval_choices=o["eval_choices"])
+    p = Plan(family, kind, settings, o["out"], o["data"],
+             o["encoding"] or DATA_DEFAULTS["encoding"], pick("val_fraction", DATA_DEFAULTS),
+             sizes, eval_choices=o["eval_choices"])
     if kind.needs_data and p.data is None:
         raise OptionConflict(f"--data-format {kind.name} needs --data "
                              + ("FILE (a text file, e.g. tinyshakespeare.txt)" if kind.name == "text"
