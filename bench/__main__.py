@@ -24,30 +24,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--backends", help="comma-separated: our built backends, c-threads, "
                                       "seed_port (microgpt's job only) and/or torch "
                                       "(default: all built ones and torch)")
-    p.add_argument("--steps-per-call", type=int, default=d.steps_per_call,
-                   help="K: training steps fused into one MicrogptModel.train call "
-                        "(default %(default)s)")
-    p.add_argument("--min-time", type=float, default=d.min_time,
-                   help="seconds each rate is timed over, at least (default %(default)s)")
-    p.add_argument("--train-budget", type=float, default=d.train_budget_s,
-                   help="seconds the timed training calls may take, counted after the "
-                        "warm-up (default %(default)s)")
-    p.add_argument("--sample-budget", type=float, default=d.sample_budget_s,
-                   help="the same for sampling (default %(default)s)")
-    p.add_argument("--warmup-budget", type=float, default=d.warmup_budget_s,
-                   help="seconds the warm-up call may take (pocl compiles kernels in it; "
-                        "default %(default)s)")
-    p.add_argument("--kill-slack", type=float, default=d.kill_slack_s,
-                   help="seconds past its budget before a worker is killed (default %(default)s)")
-    p.add_argument("--threads", type=int, default=d.threads,
-                   help="torch.set_num_threads, and c-threads' contexts (default: nproc = "
-                        "%(default)s)")
-    p.add_argument("--torch-device", default=d.torch_device, choices=("cpu", "cuda"),
-                   help="where the PyTorch baseline runs (default %(default)s; cuda: PyTorch "
-                        "CUDA, for a GPU machine)")
-    p.add_argument("--omp-wait-policy", default=d.omp_wait_policy,
-                   help="OMP_WAIT_POLICY for the torch workers (default %(default)s; '' leaves "
-                        "the environment's)")
+    # the measurement's settings (sweep.Settings' fields, their defaults; the option is
+    # the field's name without "_s")
+    measure = {"steps_per_call": "K: training steps fused into one MicrogptModel.train call "
+                                 "(default %(default)s)",
+               "min_time": "seconds each rate is timed over, at least (default %(default)s)",
+               "train_budget_s": "seconds the timed training calls may take, counted after "
+                                 "the warm-up (default %(default)s)",
+               "sample_budget_s": "the same for sampling (default %(default)s)",
+               "warmup_budget_s": "seconds the warm-up call may take (pocl compiles kernels in "
+                                  "it; default %(default)s)",
+               "kill_slack_s": "seconds past its budget before a worker is killed (default "
+                               "%(default)s)",
+               "threads": "torch.set_num_threads, and c-threads' contexts (default: nproc = "
+                          "%(default)s)",
+               "torch_device": "where the PyTorch baseline runs (default %(default)s; cuda: "
+                               "PyTorch CUDA, for a GPU machine)",
+               "omp_wait_policy": "OMP_WAIT_POLICY for the torch workers (default %(default)s; "
+                                  "'' leaves the environment's)"}
+    for name, text in measure.items():
+        default = getattr(d, name)
+        p.add_argument("--" + name.removesuffix("_s").replace("_", "-"), type=type(default),
+                       default=default, help=text,
+                       choices=("cpu", "cuda") if name == "torch_device" else None)
     p.add_argument("--no-default-job", action="store_true", help="skip microgpt's default job")
     p.add_argument("--job-repeats", type=int, default=d.job_repeats,
                    help="runs of the default job per backend, median reported (default "

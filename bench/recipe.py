@@ -5,11 +5,11 @@ The run of the issue's command (``microgpt-fut train --arch gpt2 --data-format t
 scaled down: 4 layers, 4 heads, n_embd 128, block 64, batch 12, no biases; lr 1e-3
 decayed to 1e-4 at the last step after 100 warm-up steps, AdamW betas (0.9, 0.99),
 weight decay 0.1, clipping at 1.0; evaluations of 20 batches of each split every
-250 steps; seed 1337), for each of our backends through ``run.Run`` (exactly
-what the CLI runs) and for PyTorch (``bench.torch_ref.TorchGPT2`` and
-``train_text``: nanoGPT's model.py and train.py) from the same initial weights
-(ours under the same seed, loaded into torch) on the same batches (our
-``TextData`` streams). Each run is a fresh subprocess (``--worker``).
+250 steps; seed 1337), for each of our backends as ``microgpt-fut train`` runs it
+(RecipeSpec is that command line, planned by train's own plan) and for PyTorch
+(``bench.torch_ref.TorchGPT2`` and ``train_text``: nanoGPT's model.py and train.py)
+from the same initial weights (ours under the same seed, loaded into torch) on the
+same batches (our ``TextData`` streams). Each run is a fresh subprocess (``--worker``).
 
 Writes to --out-dir (default bench/results): ``recipe.csv`` (one row per run),
 ``recipe_evals.csv`` (the evaluations: backend, step, train_loss, val_loss),
@@ -28,10 +28,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, field, make_dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from . import REPO_ROOT, RESULTS_DIR, DATA_DIR
+
+DATA_DEFAULT = DATA_DIR / "tinyshakespeare.txt"
 from .worker import peak_rss_mb
 
 SUMMARY_COLUMNS = ["backend", "steps", "wall_s", "train_s", "eval_s", "setup_s", "train_tok_s",
@@ -51,85 +54,71 @@ def files(model: str) -> dict[str, str]:
             "plot": f"{p}_val_loss.png"}
 
 
-@dataclass(frozen=True)
-class RecipeSpec:
-    """The run's sizes and recipe (nanoGPT's names; defaults: the issue's command).
+# The issue's command's train options (click's names), and the ones the spec may give:
+# a RecipeSpec is that command line, planned by train's own plan
+# (microgpt_fut.cli.train.plan_of), so that bench trains as `train` does.
+# warmup_steps None: the family's default, min(100, steps // 10), so that a short
+# smoke run (steps <= 100) still has lr_decay_steps = steps > warmup_steps.
+# The betas are (0.9, 0.99), not train's (0.9, 0.95): the recipe measured in README.
+RECIPE = {"arch": "gpt2", "steps": 2000, "n_layer": 4, "n_head": 4, "n_embd": 128,
+          "block_size": 64, "batch_size": 12, "grad_accum": 1, "lr": 1e-3, "min_lr": 1e-4,
+          "warmup_steps": None, "beta2": 0.99, "bias": False, "seed": 1337,
+          "steps_per_call": 50, "data": str(DATA_DEFAULT), "threads": 1,
+          # `train --init-from FOLDER`: a Hugging Face GPT-2 folder's sizes and weights,
+          # its positional table cropped to block_size (nanoGPT's crop_block_size)
+          "init_from": "", "data_format": "text"}
+# options the spec may give, None: train's default
+TRAIN_DEFAULTS = ("beta1", "weight_decay", "grad_clip", "eval_every", "eval_iters")
+SIZES = ("n_layer", "n_head", "n_embd", "bias")  # an init_from model's own
 
-    warmup_steps None: min(100, steps // 10), the CLI's default, so that a short
-    smoke run (steps <= 100) still has lr_decay_steps = steps > warmup_steps.
-    """
 
-    steps: int = 2000
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-    block_size: int = 64
-    batch_size: int = 12
-    grad_accum: int = 1
-    lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup_steps: int | None = None
-    beta1: float = 0.9
-    beta2: float = 0.99
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    eval_every: int = 250
-    eval_iters: int = 20
-    bias: bool = False
-    seed: int = 1337
-    steps_per_call: int = 50
-    data: str = str(DATA_DIR / "tinyshakespeare.txt")
-    threads: int = 1  # our --threads: each step's windows split over this many c contexts
-    # `train --init-from FOLDER`: a Hugging Face GPT-2 folder's sizes and weights, its
-    # positional table cropped to block_size (nanoGPT's crop_block_size)
-    init_from: str = ""
-    data_format: str = "text"  # "tokens": ``data`` is a folder of token shards
+class _Spec:
+    """The run's options (train's names; defaults: the issue's command) as train plans
+    them: ``plan`` is microgpt_fut.cli.train's, and the settings, config, weights and
+    data follow from it as `train` makes them."""
 
-    def recipe(self):
-        from microgpt_fut.models.gpt2 import Recipe
+    def args(self) -> list[str]:
+        """The command line ``microgpt-fut train ARGS`` of this spec."""
+        out = []
+        for k, v in asdict(self).items():
+            if v is None or v == "" or (self.init_from and k in SIZES):
+                continue
+            flag = "--" + k.replace("_", "-")
+            out += ([flag if v else f"--no-{k}"] if isinstance(v, bool) else [flag, str(v)])
+        return out
 
-        warmup = min(100, self.steps // 10) if self.warmup_steps is None else self.warmup_steps
-        return Recipe(lr=self.lr, min_lr=self.min_lr, warmup_steps=warmup,
-                      lr_decay_steps=self.steps, beta1=self.beta1, beta2=self.beta2,
-                      weight_decay=self.weight_decay, grad_clip=self.grad_clip)
+    @cached_property
+    def plan(self):
+        from microgpt_fut.cli.train import plan_of
+
+        return plan_of(self.args())
 
     def settings(self):
         """The Settings of ``microgpt-fut train`` with these options."""
-        from microgpt_fut.training.settings import Settings
+        return self.plan.settings
 
-        return Settings(self.steps, self.batch_size, self.recipe(), self.grad_accum,
-                        self.eval_every, self.eval_iters, self.seed, self.steps_per_call,
-                        self.threads)
+    def recipe(self):
+        return self.settings().optimizer
 
     def config(self, vocab_size: int):
-        from microgpt_fut.models.gpt2 import GPT2Config
-
-        if self.init_from:
-            from microgpt_fut.training import hf
-
-            return replace(hf.read_config(self.init_from), block_size=self.block_size)
-        return GPT2Config(vocab_size, self.n_embd, self.n_head, self.n_layer, self.block_size,
-                          None, self.bias)
+        """The model's config: an init_from model's (cropped), else GPT-2's of the sizes."""
+        p = self.plan
+        return p.model.config if p.model is not None else p.family.config(vocab_size, p.sizes)
 
     def weights(self) -> dict | None:
         """init_from's tensors (Hugging Face names, wpe cropped to block_size), or None."""
-        if not self.init_from:
-            return None
-        from microgpt_fut.training import hf
-
-        tensors = hf.read_tensors(self.init_from, hf.read_config(self.init_from))
-        return {**tensors, "wpe.weight": tensors["wpe.weight"][:self.block_size].copy()}
+        p = self.plan
+        return None if p.init is None else p.init.config.to_file(p.init.params)
 
     def load(self):
-        """The text (90 % train, 10 % val, as the CLI's default --val-fraction), or the
-        token shards of data_format "tokens"."""
-        if self.data_format == "tokens":
-            from microgpt_fut.data.shards import load_tokens
+        """The tokens (text.TextData) as train opens them: the text (90 % train, 10 % val,
+        train's default --val-fraction), or the token shards of data_format "tokens"."""
+        return self.plan.kind.open(self.plan).data
 
-            return load_tokens(self.data, self.block_size)
-        from microgpt_fut.data.text import load_text
 
-        return load_text(self.data, self.block_size)
+RecipeSpec = make_dataclass("RecipeSpec", [(k, object, field(default=v)) for k, v in
+                                           {**RECIPE, **dict.fromkeys(TRAIN_DEFAULTS)}.items()],
+                            bases=(_Spec,), frozen=True)
 
 
 def _say(backend: str):
@@ -153,22 +142,19 @@ def _result(backend: str, spec: RecipeSpec, *, wall_s, train_s, setup_s, positio
 
 
 def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
-    """One run on our ``backend`` through run.Run, as ``microgpt-fut train`` runs it
-    (``c-threads``: c with ``--threads spec.threads``).
-    wall_s: all of ``Run.run`` (training calls, batches, evaluations); train_s:
-    the training calls only; setup_s: the context, the text and the initialisation."""
+    """One run on our ``backend`` as ``microgpt-fut train`` runs it: its plan opens the
+    data and starts the run (``c-threads``: c with ``--threads spec.threads``).
+    wall_s: all of the run (training calls, batches, evaluations); train_s: the
+    training calls only; setup_s: the context, the data and the initialisation."""
     from microgpt_fut.backend.runtime import Runtime
-    from microgpt_fut.data.datasets import Stream
-    from microgpt_fut.training.run import Run
 
     t0 = time.perf_counter()
     label, backend = backend, ("c" if backend == THREADED else backend)
-    rt = Runtime(backend, quiet=True, program="gpt2")
-    data = spec.load()
-    config = spec.config(data.vocab.size)
-    weights = spec.weights()
-    run = Run.start(rt, Stream(data, spec.data_format), spec.settings(), config,
-                    None if weights is None else config.from_file(weights))
+    p = spec.plan
+    rt = Runtime(backend, quiet=True, program=p.family.program)
+    data = p.kind.open(p)
+    config = p.config(data)
+    run = p.start(rt, data, config)
     rt.sync()
     setup_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -410,7 +396,8 @@ def make_finetune_data(folder: Path, n_tokens: int, seed: int,
     GPT2LMHeadModel of ``GPT2Config(**sizes)`` (no sizes: OpenAI's gpt2, 124M parameters,
     vocab 50257) with its own random initialisation under ``seed``, and llm.c shards of
     ``n_tokens`` uniform random ids below its vocab_size for each split, with a
-    word-level tokenizer.json of vocab_size tokens beside them. Nothing is downloaded."""
+    word-level tokenizer.json of vocab_size tokens beside them and in the model's folder
+    (as `train --init-from` needs). Nothing is downloaded."""
     import numpy as np
     import tokenizers
     import torch
@@ -431,7 +418,8 @@ def make_finetune_data(folder: Path, n_tokens: int, seed: int,
         w.write(part)
         w.finish()
     words = tokenizers.models.WordLevel({f"<{i}>": i for i in range(vocab)}, unk_token="<0>")
-    tokenizers.Tokenizer(words).save(str(shard_dir / "tokenizer.json"))
+    for where in (shard_dir, hf_dir):  # the model's too: `train --init-from` reads it
+        tokenizers.Tokenizer(words).save(str(where / "tokenizer.json"))
     return hf_dir, shard_dir
 
 
@@ -549,17 +537,19 @@ def _spec(args, folder: Path) -> RecipeSpec:
 
 def _run_all(args, backends: list[str], folder: Path) -> int:
     spec = _spec(args, folder)
+    import click
+
     try:
-        spec.settings()  # Settings check themselves when made
-    except ValueError as e:
+        s = spec.settings()  # checked as train checks it
+    except (ValueError, click.ClickException) as e:
         raise SystemExit(str(e))
-    r = spec.recipe()
+    r = s.optimizer
     print(f"{args.model}, {spec.steps} steps: {spec.n_layer} layers, "
           f"{spec.n_head} heads, n_embd {spec.n_embd}, block {spec.block_size}, batch "
           f"{spec.batch_size}, bias {spec.bias}; lr {r.lr:g} -> {r.min_lr:g} after "
           f"{r.warmup_steps} warm-up steps, betas ({r.beta1}, {r.beta2}), weight decay "
-          f"{r.weight_decay}, clip {r.grad_clip}; evaluations every {spec.eval_every} steps of "
-          f"{spec.eval_iters} batches; seed {spec.seed}", flush=True)
+          f"{r.weight_decay}, clip {r.grad_clip}; evaluations every {s.eval_every} steps of "
+          f"{s.eval_iters} batches; seed {spec.seed}", flush=True)
     results = []
     for b in backends:
         print(f"--- {b}", flush=True)

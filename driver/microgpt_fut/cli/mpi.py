@@ -52,7 +52,7 @@ class RunSpec:
 
 
 def main(click_main: Callable[..., object], args) -> NoReturn:
-    """The command line on one rank of an MPI job (cli/commands.py's main calls it when an MPI
+    """The command line on one rank of an MPI job (cli/group.py's main calls it when an MPI
     launcher started more than one process). ``click_main(**kw)``: click's main of
     the command group, run here in non-standalone mode; args: its arguments (None:
     sys.argv)."""

@@ -136,14 +136,16 @@ class GPT2Config(GPTConfigBase):
 class Recipe:
     """nanoGPT's optimisation settings (train.py's names): AdamW (lr, betas, eps,
     weight_decay on >= 2-D tensors), get_lr's warm-up and cosine decay to min_lr
-    at lr_decay_steps, clipping at global norm grad_clip (0: none)."""
+    at lr_decay_steps, clipping at global norm grad_clip (0: none). The defaults are
+    `train --arch gpt2`'s (family.GPT2 reads them: betas (0.9, 0.95) as nanoGPT's
+    train.py; min_lr lr/10; warmup_steps and lr_decay_steps those of a 2000-step run)."""
 
     lr: float = 1e-3
     min_lr: float = 1e-4
     warmup_steps: int = 100
     lr_decay_steps: int = 2000
     beta1: float = 0.9
-    beta2: float = 0.99
+    beta2: float = 0.95
     eps: float = 1e-8
     weight_decay: float = 0.1
     grad_clip: float = 1.0

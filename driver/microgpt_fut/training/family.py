@@ -126,6 +126,14 @@ def uses_host_state(contexts: int, exchange: Exchange | None) -> bool:
     return contexts > 1 or (exchange is not None and exchange.size > 1)
 
 
+def shown(value: float) -> str:
+    """A default as --help shows it: 0.85, 1.0, 0.01, 1e-3."""
+    if 0 < abs(value) < 0.01:
+        mantissa, exponent = f"{value:e}".split("e")
+        return f"{float(mantissa):g}e{int(exponent)}"
+    return repr(float(value))
+
+
 class Family:
     """A model family: ``arch`` (the checkpoint's and --arch's name), ``program`` (the
     compiled library), its config class, its device model and its data-parallel one."""
@@ -211,12 +219,12 @@ class Microgpt(Family):
     arch, program = "microgpt", "microgpt"
     measures_norms = False
     config_class, device_model, host_model = MicrogptConfig, MicrogptModel, DataParallelModel
-    optimizer_options = {"lr": "0.01", "beta1": "0.85", "beta2": "0.99"}
+    optimizer_options = {k: shown(getattr(Adam, k)) for k in ("lr", "beta1", "beta2")}
 
     def optimizer(self, values, num_steps):
-        """Family.optimizer's: microgpt's Adam (microgpt.py's lr 0.01, betas 0.85, 0.99)."""
-        d = Adam()
-        return Adam(*(getattr(d, k) if values.get(k) is None else values[k]
+        """Family.optimizer's: microgpt's Adam (microgpt.py's lr 0.01, betas 0.85, 0.99:
+        Adam's defaults; checked by Settings)."""
+        return Adam(*(getattr(Adam, k) if values.get(k) is None else values[k]
                       for k in ("lr", "beta1", "beta2")))
 
     def train(self, model, tokens, n_pos, num_steps, optimizer):
@@ -257,22 +265,30 @@ class GPT2(Family):
     measures_norms = True
     config_class, device_model, host_model = GPT2Config, GPT2Model, DataParallelGPT2
     size_options = Family.size_options + ("bias",)
-    optimizer_options = {"lr": "1e-3", "min_lr": "lr/10", "warmup_steps": "min(100, steps/10)",
-                         "lr_decay_steps": "--steps", "beta1": "0.9", "beta2": "0.95",
-                         "weight_decay": "0.1", "grad_clip": "1.0"}
+    # the schedule's defaults depend on --lr and --steps (the rest are Recipe's)
+    optimizer_options = {"lr": shown(Recipe.lr), "min_lr": "lr/10",
+                         "warmup_steps": f"min({Recipe.warmup_steps}, steps/10)",
+                         "lr_decay_steps": "--steps",
+                         **{k: shown(getattr(Recipe, k))
+                            for k in ("beta1", "beta2", "weight_decay", "grad_clip")}}
 
     def optimizer(self, values, num_steps):
         """Family.optimizer's: nanoGPT's recipe (train.py: AdamW betas (0.9, 0.95), weight
-        decay 0.1, clip 1.0, lr 1e-3 decayed to lr/10 at the last step after min(100,
-        steps/10) warm-up steps). A default decay that would end inside the warm-up is
-        refused, naming --warmup-steps."""
-        pick = lambda k, default: default if values.get(k) is None else values[k]  # noqa: E731
-        lr = pick("lr", 1e-3)
+        decay 0.1, clip 1.0: Recipe's defaults; lr 1e-3 decayed to lr/10 at the last step
+        after min(100, steps/10) warm-up steps). A default decay that would end inside the
+        warm-up is refused, naming --warmup-steps."""
+        def pick(k, default=None):
+            """The value given, else ``default``, else Recipe's."""
+            if values.get(k) is not None:
+                return values[k]
+            return getattr(Recipe, k) if default is None else default
+
+        lr = pick("lr")
         r = Recipe(lr=lr, min_lr=pick("min_lr", lr / 10),
-                   warmup_steps=pick("warmup_steps", min(100, num_steps // 10)),
-                   lr_decay_steps=pick("lr_decay_steps", num_steps), beta1=pick("beta1", 0.9),
-                   beta2=pick("beta2", 0.95), weight_decay=pick("weight_decay", 0.1),
-                   grad_clip=pick("grad_clip", 1.0))
+                   warmup_steps=pick("warmup_steps", min(Recipe.warmup_steps, num_steps // 10)),
+                   lr_decay_steps=pick("lr_decay_steps", num_steps), beta1=pick("beta1"),
+                   beta2=pick("beta2"), weight_decay=pick("weight_decay"),
+                   grad_clip=pick("grad_clip"))
         if values.get("lr_decay_steps") is None and r.warmup_steps >= r.lr_decay_steps:
             raise OptionConflict(f"--warmup-steps {r.warmup_steps} must be less than --steps "
                                  f"{num_steps}, where the learning rate's decay ends (or give "

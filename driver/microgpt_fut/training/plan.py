@@ -36,7 +36,10 @@ from ..errors import DataError, OptionConflict, ResumeConflict, ResumeError
 from .family import FAMILIES, Family
 from .kinds import KINDS, Kind
 from .run import Run
-from .settings import Settings
+from .settings import DEFAULTS as SETTINGS_DEFAULTS, Settings
+
+# The defaults of how a fresh run reads its data, where the option is not given.
+DATA_DEFAULTS = {"encoding": "utf-8", "val_fraction": 0.1}
 
 # The train options every run reads (click's names); the others are the families'
 # (family.Family.size_options, optimizer_options) and the kinds' (kinds.Kind.options).
@@ -193,7 +196,7 @@ def make(o: dict, given: dict) -> Plan:
     """The plan of a train command. o: every option's value (click's names; None where
     the family or kind gives the default); given: the options the user gave, with their
     values. Raises OptionConflict (a usage error naming the option) and ResumeError (a
-    checkpoint that cannot be read or resumed); checkpoint.CheckpointError and
+    checkpoint that cannot be read or resumed); errors.CheckpointError and
     DataError for unreadable files."""
     if o["resume"] is not None and o["init_from"] is not None:
         raise OptionConflict("--init-from starts a new run from a model's weights and --resume "
@@ -210,13 +213,15 @@ def make(o: dict, given: dict) -> Plan:
                                  f"run is --arch {family.arch} on --data-format {kind.name}")
     if o["resume"] is not None:
         return _resume(o, given, family, kind)
+    pick = lambda k, defaults: defaults[k] if o[k] is None else o[k]  # noqa: E731
     settings = Settings(o["steps"], o["batch_size"], family.optimizer(o, o["steps"]),
-                        o["grad_accum"] or 1, o["eval_every"] or 250, o["eval_iters"] or 20,
+                        *(pick(k, SETTINGS_DEFAULTS)
+                          for k in ("grad_accum", "eval_every", "eval_iters")),
                         o["seed"], o["steps_per_call"], o["threads"])  # checked: Settings
     sizes = {k: o.get(k) for k in family.size_options}
-    p = Plan(family, kind, settings, o["out"], o["data"], o["encoding"] or "utf-8",
-             0.1 if o["val_fraction"] is None else o["val_fraction"], sizes,
-             eval_choices=o["eval_choices"])
+    p = Plan(family, kind, settings, o["out"], o["data"],
+             o["encoding"] or DATA_DEFAULTS["encoding"], pick("val_fraction", DATA_DEFAULTS),
+             sizes, eval_choices=o["eval_choices"])
     if kind.needs_data and p.data is None:
         raise OptionConflict(f"--data-format {kind.name} needs --data "
                              + ("FILE (a text file, e.g. tinyshakespeare.txt)" if kind.name == "text"
@@ -316,6 +321,7 @@ def _resume(o: dict, given: dict, family: Family, kind: Kind) -> Plan:
     data = o["data"] if o["data"] is not None else kind.stored_data(ck, where)
     choices = o["eval_choices"] or t.get("eval_choices")
     return Plan(family, kind, settings, o["out"] if "out" in given else path, data,
-                o["encoding"] or t["encoding"], t.get("val_fraction", 0.1), {},
+                o["encoding"] or t["encoding"],
+                t.get("val_fraction", DATA_DEFAULTS["val_fraction"]), {},
                 kind.model_tokenizer(ck), resume=ck, resume_path=path,
                 eval_choices=Path(choices) if choices else None)

@@ -9,7 +9,7 @@ steps fused into one device call, ``threads`` c contexts a step is split over.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 
 from ..errors import OptionConflict
 from ..models.gpt2 import Recipe
@@ -64,7 +64,14 @@ class Settings:
     def from_train(cls, train: dict, steps_per_call: int, threads: int = 1) -> "Settings":
         """The settings a checkpoint's ``train`` entries hold, run with ``steps_per_call``
         and ``threads``. KeyError when one is missing (grad_accum, eval_every and
-        eval_iters default to 1, 250 and 20, as for a run on lines, which has none)."""
+        eval_iters take their defaults, as for a run on lines, which has none)."""
         return cls(train["num_steps"], train["batch_size"], optimizer_from_train(train),
-                   train.get("grad_accum", 1), train.get("eval_every", 250),
-                   train.get("eval_iters", 20), train["seed"], steps_per_call, threads)
+                   train.get("grad_accum", DEFAULTS["grad_accum"]),
+                   train.get("eval_every", DEFAULTS["eval_every"]),
+                   train.get("eval_iters", DEFAULTS["eval_iters"]), train["seed"],
+                   steps_per_call, threads)
+
+
+# The settings' defaults, declared once (the fields above): a fresh run's where an option
+# is not given (plan.make), the command line's (cli/options.py) and their help's.
+DEFAULTS = {f.name: f.default for f in fields(Settings) if f.default is not MISSING}

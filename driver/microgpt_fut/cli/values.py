@@ -1,0 +1,87 @@
+"""The command line's option types and value checks (click callbacks), and which options
+the user gave. The option table (options.py) and the commands import from here; this
+module imports none of them."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from ..training.family import FLOAT32_MAX
+from .common import bad_option
+
+# Integer options: the kernels take 64-bit integers, so larger values are refused by
+# click with one line (they used to end in an OverflowError traceback).
+INT_MAX = 2**62
+INT64_MAX = 2**63 - 1
+
+
+class Int64(click.types.IntParamType):
+    """click's INTEGER, refusing magnitudes above 2**62 with click's one-line error."""
+
+    def convert(self, value, param, ctx):
+        n = super().convert(value, param, ctx)
+        if abs(n) > INT_MAX:
+            self.fail(f"{n} is too large (at most 2**62)", param, ctx)
+        return n
+
+
+INT = Int64()
+
+
+class Float32(click.types.FloatParamType):
+    """click's FLOAT, refusing a value that float32 cannot hold (the kernels compute in
+    float32: --lr 1e39 would be infinite) with click's one-line error."""
+
+    def convert(self, value, param, ctx):
+        x = super().convert(value, param, ctx)
+        if math.isfinite(x) and abs(x) > FLOAT32_MAX:
+            self.fail(f"{x:g} is too large for float32, which the kernels compute in (at most "
+                      f"{FLOAT32_MAX:.4g})", param, ctx)
+        return x
+
+
+F32 = Float32()
+
+
+def check_temperature(ctx, param, value):
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"must be a finite number >= 0 (0 is greedy), got {value}")
+    return value
+
+
+def check_lr(ctx, param, value):
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"must be a positive number, got {value}")
+    return value
+
+
+def check_positive(ctx, param, value):
+    if value is not None and value < 1:
+        raise click.BadParameter(f"must be at least 1, got {value}")
+    return value
+
+
+def path_not_empty(ctx, param, value):
+    """A path option's value as a Path; "" (which Path reads as '.') is a usage error."""
+    if value is not None and str(value) == "":
+        raise click.BadParameter("is empty; give a file name")
+    return None if value is None else Path(value)
+
+
+
+def check_threads(threads: int, backend: str) -> None:
+    if threads > 1 and backend != "c":
+        raise bad_option(f"--threads {threads} applies to --backend c only (multicore, "
+                          "opencl and cuda run their own parallel kernels)")
+
+
+def given_options(ctx) -> dict:
+    """The options the user gave (on the command line, in the environment or --config),
+    with their values; the others take the plan's defaults."""
+    return {name: ctx.params[name] for name in ctx.params
+            if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
+                                                  ParameterSource.ENVIRONMENT,
+                                                  ParameterSource.DEFAULT_MAP)}
