@@ -202,7 +202,8 @@ fi
 if [ "$ALL" = 1 ]; then BACKENDS=${BACKENDS:-$default_backends}; else BACKENDS=${BACKENDS:-c gpt2_c}; fi
 build_hash() {  # build_hash TARGET: changes when the sources, its row or the C flags change
   { cat futhark/*.fut "$(field "$1" program)"; grep -E "^target +$1 " "$TABLE"
-    kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}"; } |
+    kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}"
+    if [ "$(field "$1" backend)" = multicore ]; then declare -f multicore_fixup; fi; } |
     sha256sum | cut -c1-16
 }
 cache_fixup() {  # cache_fixup FILE: Futhark 0.25.32's kernel cache reader, NUL-terminated
@@ -219,6 +220,17 @@ cuda_fixup() {  # cuda_fixup FILE: Futhark 0.25.32's host code against CUDA 13's
     sed -i 's/cuCtxCreate(&ctx->cu_ctx, 0, ctx->dev)/cuCtxCreate(\&ctx->cu_ctx, NULL, 0, ctx->dev)/' "$1"
   fi
 }
+multicore_fixup() {  # multicore_fixup FILE: Futhark 0.25.32's scheduler, split by size alone
+  # is_small() times each parallel operation and, from that timing, runs it on one
+  # thread or splits it across up to all of them: a reduction's terms were then
+  # summed in chunks that changed from run to run, and seeded runs differed. Its
+  # first-call rule, always split (the number of chunks is min(iterations,
+  # threads), each a fixed range, combined in order), makes every reduction's
+  # order a function of its size and the thread count alone.
+  grep -q '^  if (task->sched == DYNAMIC || iter == 0) {$' "$1" || {
+    echo "multicore_fixup: is_small() not found in $1 (another Futhark version?)" >&2; return 1; }
+  sed -i 's/^  if (task->sched == DYNAMIC || iter == 0) {$/  if (1) {  \/\* microgpt-fut: a fixed split (build.sh) \*\//' "$1"
+}
 compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log in build/NAME/build.log
   local b=$1 out=$BUILD/$1 t0 c v
   t0=$(date +%s)
@@ -230,7 +242,8 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
     cp "futhark/layout_$(field "$b" layout).fut" "$out/src/layout.fut" &&
     "$FUT" "$(field "$b" backend)" --library -o "$out/microgpt_$b" \
       "$out/src/$(basename "$(field "$b" program)")" &&
-    case $(field "$b" backend) in opencl|cuda) cache_fixup "$out/microgpt_$b.c" ;; esac &&
+    case $(field "$b" backend) in opencl|cuda) cache_fixup "$out/microgpt_$b.c" ;;
+                                  multicore) multicore_fixup "$out/microgpt_$b.c" ;; esac &&
     if [ -z "${GENERATE_ONLY:-}" ]; then
       if [ "$(field "$b" backend)" = cuda ]; then cuda_fixup "$out/microgpt_$b.c"; fi &&
       # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the
