@@ -220,16 +220,18 @@ cuda_fixup() {  # cuda_fixup FILE: Futhark 0.25.32's host code against CUDA 13's
     sed -i 's/cuCtxCreate(&ctx->cu_ctx, 0, ctx->dev)/cuCtxCreate(\&ctx->cu_ctx, NULL, 0, ctx->dev)/' "$1"
   fi
 }
-multicore_fixup() {  # multicore_fixup FILE: Futhark 0.25.32's scheduler, split by size alone
+multicore_fixup() {  # multicore_fixup FILE: Futhark 0.25.32's scheduler, reductions split by size alone
   # is_small() times each parallel operation and, from that timing, runs it on one
-  # thread or splits it across up to all of them: a reduction's terms were then
-  # summed in chunks that changed from run to run, and seeded runs differed. Its
-  # first-call rule, always split (the number of chunks is min(iterations,
-  # threads), each a fixed range, combined in order), makes every reduction's
-  # order a function of its size and the thread count alone.
+  # thread or splits it across up to all of them. For a reduction (segred), a
+  # histogram or a scan, the split is the summation order, so seeded runs differed;
+  # so is the choice between a map's nested and flat versions (nested_fn). Those
+  # take its first-call rule, always split: min(iterations, threads) fixed ranges,
+  # combined in order, a function of the size and the thread count alone. Other
+  # maps and copies keep the timing rule (each element is computed alone); forcing
+  # it on them too cost multicore 10-12 % at nanoGPT's recipe (bench/README.md).
   grep -q '^  if (task->sched == DYNAMIC || iter == 0) {$' "$1" || {
     echo "multicore_fixup: is_small() not found in $1 (another Futhark version?)" >&2; return 1; }
-  sed -i 's/^  if (task->sched == DYNAMIC || iter == 0) {$/  if (1) {  \/\* microgpt-fut: a fixed split (build.sh) \*\//' "$1"
+  sed -i 's/^  if (task->sched == DYNAMIC || iter == 0) {$/  if (task->sched == DYNAMIC || iter == 0 || task->nested_fn != NULL || strstr(task->name, "_segred_") || strstr(task->name, "_seghist_") || strstr(task->name, "_segscan_")) {  \/\* microgpt-fut: build.sh \*\//' "$1"
 }
 compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log in build/NAME/build.log
   local b=$1 out=$BUILD/$1 t0 c v
