@@ -202,7 +202,8 @@ fi
 if [ "$ALL" = 1 ]; then BACKENDS=${BACKENDS:-$default_backends}; else BACKENDS=${BACKENDS:-c gpt2_c}; fi
 build_hash() {  # build_hash TARGET: changes when the sources, its row or the C flags change
   { cat futhark/*.fut "$(field "$1" program)"; grep -E "^target +$1 " "$TABLE"
-    kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}"; } |
+    kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}"
+    if [ "$(field "$1" backend)" = multicore ]; then declare -f multicore_fixup; fi; } |
     sha256sum | cut -c1-16
 }
 cache_fixup() {  # cache_fixup FILE: Futhark 0.25.32's kernel cache reader, NUL-terminated
@@ -219,6 +220,19 @@ cuda_fixup() {  # cuda_fixup FILE: Futhark 0.25.32's host code against CUDA 13's
     sed -i 's/cuCtxCreate(&ctx->cu_ctx, 0, ctx->dev)/cuCtxCreate(\&ctx->cu_ctx, NULL, 0, ctx->dev)/' "$1"
   fi
 }
+multicore_fixup() {  # multicore_fixup FILE: Futhark 0.25.32's scheduler, reductions split by size alone
+  # is_small() times each parallel operation and, from that timing, runs it on one
+  # thread or splits it across up to all of them. For a reduction (segred), a
+  # histogram or a scan, the split is the summation order, so seeded runs differed;
+  # so is the choice between a map's nested and flat versions (nested_fn). Those
+  # take its first-call rule, always split: min(iterations, threads) fixed ranges,
+  # combined in order, a function of the size and the thread count alone. Other
+  # maps and copies keep the timing rule (each element is computed alone); forcing
+  # it on them too cost multicore 10-12 % at nanoGPT's recipe (bench/README.md).
+  grep -q '^  if (task->sched == DYNAMIC || iter == 0) {$' "$1" || {
+    echo "multicore_fixup: is_small() not found in $1 (another Futhark version?)" >&2; return 1; }
+  sed -i 's/^  if (task->sched == DYNAMIC || iter == 0) {$/  if (task->sched == DYNAMIC || iter == 0 || task->nested_fn != NULL || strstr(task->name, "_segred_") || strstr(task->name, "_seghist_") || strstr(task->name, "_segscan_")) {  \/\* microgpt-fut: build.sh \*\//' "$1"
+}
 compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log in build/NAME/build.log
   local b=$1 out=$BUILD/$1 t0 c v
   t0=$(date +%s)
@@ -230,7 +244,8 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
     cp "futhark/layout_$(field "$b" layout).fut" "$out/src/layout.fut" &&
     "$FUT" "$(field "$b" backend)" --library -o "$out/microgpt_$b" \
       "$out/src/$(basename "$(field "$b" program)")" &&
-    case $(field "$b" backend) in opencl|cuda) cache_fixup "$out/microgpt_$b.c" ;; esac &&
+    case $(field "$b" backend) in opencl|cuda) cache_fixup "$out/microgpt_$b.c" ;;
+                                  multicore) multicore_fixup "$out/microgpt_$b.c" ;; esac &&
     if [ -z "${GENERATE_ONLY:-}" ]; then
       if [ "$(field "$b" backend)" = cuda ]; then cuda_fixup "$out/microgpt_$b.c"; fi &&
       # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the

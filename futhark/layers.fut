@@ -216,6 +216,13 @@ def head_loss_backward [N][C][V] (x: [N][C]f32) (w: [V][C]f32) (targets: [N]i64)
   in (loss, dx, dw)
 
 -- | The gradient of an embedding table [m][C] whose rows is: [N] were read:
--- the sum of d: [N][C] over the positions that read each row.
+-- the sum of d: [N][C] over the positions that read each row, added in
+-- position order (indices outside [0, m) add nothing, as `reduce_by_index`).
+-- Sequential loops of in-place updates (N x C adds, small beside the
+-- products): multicore's `reduce_by_index` adds a row's terms by atomics, in
+-- whatever order its threads reach them, so its seeded runs differed.  (A
+-- `map2` per row here became a parallel task per position on multicore.)
 def embedding_backward [N][C] (m: i64) (is: [N]i64) (d: [N][C]f32) : [m][C]f32 =
-  reduce_by_index (replicate m (replicate C 0)) (map2 (+)) (replicate C 0) is d
+  loop g = replicate m (replicate C 0) for n < N do
+    let i = is[n]
+    in if i >= 0 && i < m then loop g for c < C do g with [i, c] = g[i, c] + d[n, c] else g

@@ -109,10 +109,33 @@ def test_same_run_in_other_environments_is_bit_identical(tmp_path, args):
     others = {"environment of 3000 bytes, longer folder name": _train(tmp_path, "b" * 40, args, 3000),
               "environment of 20000 bytes": _train(tmp_path, "c" * 7, args, 20000),
               "SIGINT ignored": _train(tmp_path, "d" * 90, args, 10, ignore_sigint=True)}
+    _assert_same(ref, others)
+
+
+def _assert_same(ref: dict[str, np.ndarray], others: dict[str, dict[str, np.ndarray]]) -> None:
     for how, got in others.items():
         assert got.keys() == ref.keys()
         for name in ref:
             assert np.array_equal(got[name], ref[name]), f"{name} differs with {how}"
+
+
+@pytest.mark.parametrize("args", [
+    ["--n-embd", "32", "--batch-size", "8", "--seed", "7", "--steps", "150"],
+    ["--arch", "gpt2", "--data-format", "text", "--data", str(DATA_DIR / "tinyshakespeare.txt"),
+     "--n-embd", "128", "--n-layer", "4", "--n-head", "4", "--block-size", "64",
+     "--batch-size", "12", "--steps", "40", "--eval-every", "20", "--eval-iters", "2"],
+], ids=["n_embd32_B8", "gpt2_text"])
+def test_multicore_runs_are_bit_identical(tmp_path, args):
+    """multicore, same thread count: the same seeded run three times gives the same bits.
+    Futhark's scheduler split each reduction by timing, and its reduce_by_index added an
+    embedding row's terms by atomics; build.sh's multicore_fixup fixes the split and
+    layers.fut's embedding_backward adds in position order (docs/reproducibility.md)."""
+    need_backend("multicore")
+    args = ["--backend", "multicore", *([] if "--data" in args else ["--data", str(NAMES_TXT)]),
+            *args]
+    ref = _train(tmp_path, "a", args, 10)
+    _assert_same(ref, {"a second run": _train(tmp_path, "b" * 40, args, 3000),
+                       "a third run": _train(tmp_path, "c" * 7, args, 20000)})
 
 
 @pytest.mark.parametrize("n_embd,batch", [(16, 1), (16, 4), (32, 8)])
