@@ -149,7 +149,7 @@ def test_runtime_close_ends_its_values():
 
 
 CTRL_C_WHILE_IMPORTING = textwrap.dedent("""
-    import builtins, sys
+    import builtins, runpy, sys
     import microgpt_fut.cli as cli
     real = builtins.__import__
     def ctrl_c_at_commands(name, *a, **kw):  # the signal lands while the commands load
@@ -158,14 +158,17 @@ CTRL_C_WHILE_IMPORTING = textwrap.dedent("""
         return real(name, *a, **kw)
     builtins.__import__ = ctrl_c_at_commands
     sys.argv = ["microgpt-fut", "train", "--steps", "1"]
-    cli.main()
+    {start}
 """)
 
 
-def test_ctrl_c_while_the_commands_load_prints_one_line(tmp_path):
-    """The console script (microgpt_fut.cli:main) interrupted while numpy, click and the
-    commands are imported exits 130 with the one line a Ctrl-C inside a command gives,
-    not a traceback of the imports."""
-    r = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_IMPORTING], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("start", ["cli.main()",
+                                   "runpy.run_module('microgpt_fut', run_name='__main__')"],
+                         ids=["console_script", "python_-m"])
+def test_ctrl_c_while_the_commands_load_prints_one_line(tmp_path, start):
+    """The console script (microgpt_fut.cli:main) and ``python -m microgpt_fut``,
+    interrupted while numpy, click and the commands are imported, exit 130 with the one
+    line a Ctrl-C inside a command gives, not a traceback of the imports."""
+    r = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_IMPORTING.replace("{start}", start)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert (r.returncode, r.stdout, r.stderr) == (130, "", "Error: interrupted\n")
