@@ -172,3 +172,35 @@ def test_ctrl_c_while_the_commands_load_prints_one_line(tmp_path, start):
     r = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_IMPORTING.replace("{start}", start)],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert (r.returncode, r.stdout, r.stderr) == (130, "", "Error: interrupted\n")
+
+
+def _with_stdout(how: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m microgpt_fut ARGS`` with stdout on /dev/full ("full": every write fails
+    with ENOSPC) or closed at the start ("closed": Python's sys.stdout is None)."""
+    with open("/dev/full", "w") as full:
+        return subprocess.run([sys.executable, "-m", "microgpt_fut", *args], cwd=cwd,
+                              stdout=full if how == "full" else None,
+                              stderr=subprocess.PIPE, text=True, timeout=300,
+                              preexec_fn=(lambda: os.close(1)) if how == "closed" else None)
+
+
+@pytest.mark.parametrize("how,reason", [("full", "No space left on device"),
+                                        ("closed", "stdout is closed")])
+def test_unwritable_stdout_is_one_line(tmp_path, how, reason):
+    """A stdout that takes no writes (a full device; a descriptor closed at the start)
+    ends --help, sample and train's samples with one line and exit 1 (they were a
+    traceback, or for a closed stdout an AttributeError once the samples were lost);
+    train's checkpoint is saved before its samples are printed."""
+    need_backend("c")
+    data = small_data(tmp_path)
+    line = f"Error: cannot write to stdout: {reason}\n"
+    for args in (["--help"], ["train", "--help"]):
+        r = _with_stdout(how, args, tmp_path)
+        assert (r.returncode, r.stderr) == (1, line), args
+    r = _with_stdout(how, ["train", "--data", str(data), "--steps", "3", "-q", "--samples", "2",
+                           "--out", "m.safetensors"], tmp_path)
+    assert (r.returncode, r.stderr.splitlines()[-1:]) == (1, [line.strip()]), r.stderr
+    assert "Traceback" not in r.stderr and (tmp_path / "m.safetensors").is_file()
+    r = _with_stdout(how, ["sample", "--checkpoint", "m.safetensors", "-n", "3"], tmp_path)
+    assert (r.returncode, r.stderr.splitlines()[-1:]) == (1, [line.strip()]), r.stderr
+    assert "Traceback" not in r.stderr

@@ -10,6 +10,9 @@ def main(*args, **kwargs):
     as one inside a command does (``Error: interrupted``, exit 130), not with a
     traceback of the imports."""
     try:
+        if sys.stdout is None:  # started with stdout closed (>&-)
+            from .common import ClosedStdout
+            sys.stdout = ClosedStdout()
         from .commands import main as commands
     except KeyboardInterrupt:
         sys.stderr.write("Error: interrupted\n")

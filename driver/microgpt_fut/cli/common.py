@@ -7,6 +7,8 @@ module imports none of them.
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import os
 import shlex
 import sys
@@ -127,6 +129,40 @@ def lock_out(ctx, out: Path) -> None:
         f.close()
 
     ctx.call_on_close(release)
+
+
+class ClosedStdout(io.TextIOBase):
+    """sys.stdout for a process started with file descriptor 1 closed (``>&-``), where
+    Python sets it to None and click would drop the product silently: every write fails
+    as on a closed descriptor (OSError EBADF), which the group reports in one line."""
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+    def flush(self) -> None:
+        """Nothing is buffered (and Python flushes stdout at exit)."""
+
+
+def failed_on_stdout(e: OSError) -> bool:
+    """Whether ``e`` (not a closed pipe: that is SIGPIPE's 141) was raised by a write to
+    stdout (a full device such as /dev/full, a closed descriptor): the innermost frame
+    of its traceback holds sys.stdout (click.echo's ``file``, a stream's ``self``). If
+    so, stdout is pointed at /dev/null, so that its unwritten bytes and Python's flush
+    at exit fail no more."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if isinstance(e, BrokenPipeError) or tb is None or sys.stdout is None or not any(
+            v is sys.stdout for v in tb.tb_frame.f_locals.values()):
+        return False
+    if isinstance(sys.stdout, ClosedStdout):
+        sys.stdout = open(os.devnull, "w")
+    else:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+    return True
 
 
 def say_line(message: str = "") -> None:

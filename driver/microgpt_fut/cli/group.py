@@ -2,11 +2,13 @@
 one-line errors, and MPI launches (cli/mpi.py). The commands register on ``main``."""
 from __future__ import annotations
 
+import sys
+
 import click
 
 from ..parallel.mpi_world import launched
 from . import mpi as cli_mpi
-from .common import exit_with, first_line
+from .common import exit_with, failed_on_stdout, first_line
 
 NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
@@ -46,7 +48,13 @@ class Group(OneLineUsage, click.Group):
         if launched()[1] > 1 and extra.get("standalone_mode", True):
             cli_mpi.main(lambda **kw: super(Group, self).main(args, prog_name,
                                                                **{**extra, **kw}), args)
-        return super().main(args, prog_name, **extra)
+        try:
+            return super().main(args, prog_name, **extra)
+        except OSError as e:  # a stdout that takes no writes; a closed pipe is click's
+            if not failed_on_stdout(e):
+                raise
+            click.echo(f"Error: cannot write to stdout: {e.strerror or e}", err=True)
+            sys.exit(1)
 
     def invoke(self, ctx):
         try:
