@@ -108,15 +108,21 @@ def _watch(fd: int, req: StopRequest, caught: frozenset) -> None:
                 req._signal(signum)
 
 
+def to_devnull(stream) -> None:
+    """Point ``stream``'s file descriptor at /dev/null: its later writes, and Python's
+    flush at exit, then go nowhere instead of failing again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+
+
 def stdout_closed(stream=None) -> None:
     """stdout's reader (or ``stream``'s: stderr, where a run's progress goes) went away
     (a write raised BrokenPipeError): point that stream at /dev/null, so that no later
     write (nor Python's flush at exit) fails, and stop every StopRequest, those of
     later ``stop_on_signals`` blocks too, as a first SIGPIPE would (exit status 141)."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, (stream or sys.stdout).fileno())
-        os.close(devnull)
+    to_devnull(stream or sys.stdout)
     _STDOUT_CLOSED[0] = True
     for req in _ACTIVE:
         req._first(signal.SIGPIPE)

@@ -19,7 +19,7 @@ import click
 
 from ..training import checkpoint as ckpt
 from ..errors import BackendError, CheckpointError, DataError, OptionConflict
-from ..interrupt import is_stdout_closed, stdout_closed
+from ..interrupt import is_stdout_closed, stdout_closed, to_devnull
 from ..training.loop import first_line, lock_path
 from ..backend.runtime import Runtime
 
@@ -158,10 +158,7 @@ def failed_on_stdout(e: OSError) -> bool:
     if isinstance(sys.stdout, ClosedStdout):
         sys.stdout = open(os.devnull, "w")
     else:
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+        to_devnull(sys.stdout)
     return True
 
 
