@@ -229,9 +229,10 @@ multicore_fixup() {  # multicore_fixup FILE: Futhark 0.25.32's scheduler, reduct
   # combined in order, a function of the size and the thread count alone. Other
   # maps and copies keep the timing rule (each element is computed alone); forcing
   # it on them too cost multicore 10-12 % at nanoGPT's recipe (bench/README.md).
-  grep -q '^  if (task->sched == DYNAMIC || iter == 0) {$' "$1" || {
+  local rule='^  if (task->sched == DYNAMIC || iter == 0) {$'
+  grep -q "$rule" "$1" || {
     echo "multicore_fixup: is_small() not found in $1 (another Futhark version?)" >&2; return 1; }
-  sed -i 's/^  if (task->sched == DYNAMIC || iter == 0) {$/  if (task->sched == DYNAMIC || iter == 0 || task->nested_fn != NULL || strstr(task->name, "_segred_") || strstr(task->name, "_seghist_") || strstr(task->name, "_segscan_")) {  \/\* microgpt-fut: build.sh \*\//' "$1"
+  sed -i "s/$rule/"'  if (task->sched == DYNAMIC || iter == 0 || task->nested_fn != NULL || strstr(task->name, "_segred_") || strstr(task->name, "_seghist_") || strstr(task->name, "_segscan_")) {  \/\* microgpt-fut: build.sh \*\//' "$1"
 }
 compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log in build/NAME/build.log
   local b=$1 out=$BUILD/$1 t0 c v
