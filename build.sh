@@ -38,10 +38,10 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # One table, targets.txt, which bench/gpu/build.py reads too.
 TABLE=$ROOT/targets.txt
 all_targets=$(awk '$1 == "target" { printf "%s%s", sep, $2; sep = " " }' "$TABLE")
-field() {  # field TARGET COLUMN: the column (program, backend, layout, compiler, flags) of TARGET's row
+field() {  # field TARGET COLUMN: the column (program, backend, layout, compiler, flags, family) of TARGET's row
   awk -v t="$1" -v c="$2" '
-    $1 == "target" && $2 == t { split("program backend layout compiler flags", k, " ")
-                                for (i = 1; i <= 5; i++) if (k[i] == c) print $(i + 2); found = 1 }
+    $1 == "target" && $2 == t { split("program backend layout compiler flags family", k, " ")
+                                for (i = 1; i <= 6; i++) if (k[i] == c) print $(i + 2); found = 1 }
     END { exit !found }' "$TABLE"
 }
 CUDA_DIR=${CUDA_HOME:-/usr/local/cuda}  # the CUDA toolkit, when its headers are not in /usr/include
@@ -240,9 +240,12 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
   mkdir -p "$out"
   rm -f "$out/.src_hash"
   {
-    # each target compiles its own copy of futhark/, with its layout as layout.fut
+    # each target compiles its own copy of futhark/, with its layout as layout.fut and
+    # its model family as family.fut
     rm -rf "$out/src" && cp -r futhark "$out/src" && cp "$(field "$b" program)" "$out/src/" &&
     cp "futhark/layout_$(field "$b" layout).fut" "$out/src/layout.fut" &&
+    if [ "$(field "$b" family)" != - ]; then
+      cp "futhark/family_$(field "$b" family).fut" "$out/src/family.fut"; fi &&
     "$FUT" "$(field "$b" backend)" --library -o "$out/microgpt_$b" \
       "$out/src/$(basename "$(field "$b" program)")" &&
     case $(field "$b" backend) in opencl|cuda) cache_fixup "$out/microgpt_$b.c" ;;

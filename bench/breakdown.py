@@ -150,6 +150,7 @@ def step_time(name: str, seconds: float) -> float:
     thread), random tokens with every position valid."""
     from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
     from microgpt_fut.backend.runtime import Runtime
+    from microgpt_fut.training.optimizer import Adam
 
     c = CONFIGS[name]
     cfg = MicrogptConfig(vocab_size=VOCAB, n_embd=c.n_embd, n_head=c.n_head, n_layer=c.n_layer,
@@ -159,10 +160,10 @@ def step_time(name: str, seconds: float) -> float:
     K = 2
     tokens = rng.integers(0, VOCAB, (K, c.batch, c.block_size + 1)).astype(np.int64)
     n_pos = np.full((K, c.batch), c.block_size, np.int64)
-    model.train(tokens, n_pos, 10**6)  # warm-up
+    model.train(tokens, n_pos, Adam(), 10**6)  # warm-up
     steps, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        model.train(tokens, n_pos, 10**6)
+        model.train(tokens, n_pos, Adam(), 10**6)
         steps += K
     return (time.perf_counter() - t0) / steps
 

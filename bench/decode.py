@@ -55,14 +55,12 @@ def _ours(folder: Path, prompts, new_tokens: int, repeats: int, threads: int = 1
     """Our greedy decoding on the c backend; threads > 1 splits the prompts over that
     many contexts (``sample --threads``)."""
     from microgpt_fut.training import hf
-    from microgpt_fut.parallel.host_state import DataParallelGPT2, runtimes
-    from microgpt_fut.models.gpt2 import GPT2Model
+    from microgpt_fut.training.family import FAMILIES
     from microgpt_fut.backend.runtime import Runtime
 
     config, params, _ = hf.load_folder(folder, require_tokenizer=False)
     rt = Runtime("c", None, quiet=True, program="gpt2")
-    model = (DataParallelGPT2.from_arrays(runtimes(rt, threads), config, params) if threads > 1
-             else GPT2Model.from_arrays(rt, config, params))
+    model = FAMILIES["gpt2"].model(rt, config, 0, threads, params=params)
     return _median_time(lambda: model.generate_prompts(0, 0.0, 0, prompts, new_tokens),
                         repeats)
 

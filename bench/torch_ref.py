@@ -36,7 +36,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from microgpt_fut.models.gpt2 import GPT2Config, Recipe
+from microgpt_fut.models.gpt2 import GPT2Config
+from microgpt_fut.training.optimizer import Recipe
 from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig
 from microgpt_fut.data.text import TextData
 from microgpt_fut.training.settings import Settings

@@ -147,6 +147,26 @@ def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper)
 module gpt2_model = {
   type hyper = hyper
   type params [V][C][T][L][F] = params [V][C][T][L][F]
+  def hyper (n_head: i64) (bias: bool) : hyper = {n_head, bias}
+  def counters (h: hyper) : [2]i64 = [h.n_head, i64.bool h.bias]
+  def init (seed: i64) (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) : params [V][C][T][L][F] =
+    init_params seed V C T L F
+  def flat [V][C][T][L][F] (p: params [V][C][T][L][F]) : []f32 =
+    flatten p.wte ++ flatten p.wpe ++ flatten p.ln_1_w ++ flatten p.ln_1_b
+    ++ flatten_4d p.c_attn_w ++ flatten_3d p.c_attn_b ++ flatten_3d p.attn_proj_w
+    ++ flatten p.attn_proj_b ++ flatten p.ln_2_w ++ flatten p.ln_2_b ++ flatten_3d p.c_fc_w
+    ++ flatten p.c_fc_b ++ flatten_3d p.mlp_proj_w ++ flatten p.mlp_proj_b ++ p.ln_f_w ++ p.ln_f_b
+  def unflat (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) (xs: []f32) : params [V][C][T][L][F] =
+    let o = offsets (length xs) [V * C, T * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C,
+                                 L * C, L * C, L * C, L * F * C, L * F, L * C * F, L * C, C, C]
+    in { wte = take_2d xs o[0] V C, wpe = take_2d xs o[1] T C,
+         ln_1_w = take_2d xs o[2] L C, ln_1_b = take_2d xs o[3] L C,
+         c_attn_w = take_4d xs o[4] L 3 C C, c_attn_b = take_3d xs o[5] L 3 C,
+         attn_proj_w = take_3d xs o[6] L C C, attn_proj_b = take_2d xs o[7] L C,
+         ln_2_w = take_2d xs o[8] L C, ln_2_b = take_2d xs o[9] L C,
+         c_fc_w = take_3d xs o[10] L F C, c_fc_b = take_2d xs o[11] L F,
+         mlp_proj_w = take_3d xs o[12] L C F, mlp_proj_b = take_2d xs o[13] L C,
+         ln_f_w = take_1d xs o[14] C, ln_f_b = take_1d xs o[15] C }
   def params_map2 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b = params_map2 f a b
   def params_map3 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3 f a b c
   def params_map3_decay [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3_decay f a b c

@@ -1,7 +1,7 @@
 -- | What training and sampling need of a model: the interface that microgpt
--- (model.fut) and GPT-2 (gpt2_model.fut) both implement, so that the loss,
--- `vjp2`, the optimisers and sampling (train.fut, sample.fut) are written once,
--- as parametric modules over it.
+-- (model.fut, model_grad.fut) and GPT-2 (gpt2_model.fut, gpt2_grad.fut) both
+-- implement, so that the loss, `vjp2`, the optimiser, sampling (train.fut,
+-- sample.fut) and the libraries' entry points (gpt.fut) are written once, over it.
 --
 -- Sizes are run-time values carried in the types: V = vocab_size, C = n_embd,
 -- T = block_size, L = n_layer, F = MLP width.
@@ -12,6 +12,21 @@ module type gpt_model = {
 
   -- | The weights, a record of arrays.
   type params [V][C][T][L][F]
+
+  -- | The run-time settings of the entries' common arguments: n_head, and whether
+  -- the linear layers and norms have biases (a family without biases asserts false).
+  val hyper : i64 -> bool -> hyper
+  -- | [n_head, bias (0/1)] of the settings.
+  val counters : hyper -> [2]i64
+  -- | The family's initialisation under a seed: init seed V C T L F.
+  val init : i64 -> (V: i64) -> (C: i64) -> (T: i64) -> (L: i64) -> (F: i64)
+           -> params [V][C][T][L][F]
+  -- | The weights as one flat vector, the tensors one after another in the
+  -- family's order (the driver's `config.shapes()`), and back (unflat V C T L F;
+  -- it asserts the vector's length).
+  val flat [V][C][T][L][F] : params [V][C][T][L][F] -> []f32
+  val unflat [P] : (V: i64) -> (C: i64) -> (T: i64) -> (L: i64) -> (F: i64) -> [P]f32
+             -> params [V][C][T][L][F]
 
   -- | Apply `f` to every pair / triple of corresponding weights.
   val params_map2 [V][C][T][L][F] : (f32 -> f32 -> f32)

@@ -98,6 +98,22 @@ def batch_loss [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (H: i64)
 module microgpt_model = {
   type hyper = i64
   type params [V][C][T][L][F] = params [V][C][T][L][F]
+  -- microgpt's linear layers have no biases: `bias` must be false
+  def hyper (n_head: i64) (bias: bool) : hyper = assert (!bias) n_head
+  def counters (n_head: hyper) : [2]i64 = [n_head, 0]
+  def init (seed: i64) (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) : params [V][C][T][L][F] =
+    mk_params seed V C T L F
+  def flat [V][C][T][L][F] (p: params [V][C][T][L][F]) : []f32 =
+    flatten p.wte ++ flatten p.wpe ++ flatten p.lm_head ++ flatten_3d p.attn_wq
+    ++ flatten_3d p.attn_wk ++ flatten_3d p.attn_wv ++ flatten_3d p.attn_wo
+    ++ flatten_3d p.mlp_fc1 ++ flatten_3d p.mlp_fc2
+  def unflat (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) (xs: []f32) : params [V][C][T][L][F] =
+    let o = offsets (length xs) [V * C, T * C, V * C, L * C * C, L * C * C, L * C * C, L * C * C,
+                                 L * F * C, L * C * F]
+    in { wte = take_2d xs o[0] V C, wpe = take_2d xs o[1] T C, lm_head = take_2d xs o[2] V C,
+         attn_wq = take_3d xs o[3] L C C, attn_wk = take_3d xs o[4] L C C,
+         attn_wv = take_3d xs o[5] L C C, attn_wo = take_3d xs o[6] L C C,
+         mlp_fc1 = take_3d xs o[7] L F C, mlp_fc2 = take_3d xs o[8] L C F }
   def params_map2 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b = params_map2 f a b
   def params_map3 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3 f a b c
   def params_map3_decay [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3_decay f a b c

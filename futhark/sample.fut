@@ -1,5 +1,6 @@
--- | Sampling, written once for any `gpt_model`: many samples in parallel, each
--- with its own RNG stream and KV cache.
+-- | Sampling, written once for any `gpt_model`: the continuation of many
+-- prompts in parallel, each with its own RNG stream and KV cache, in paced
+-- calls or in one, ended by a stop token or by its length.
 
 import "nn"
 import "rng"
@@ -38,49 +39,31 @@ def fits_i64 (bytes: i64) (dims: []i64) : bool =
      (ok && d >= 0 && (d == 0 || p <= i64.highest / d), if d == 0 then 0 else p * d)).0
 
 module sampler (M: gpt_model) = {
-  -- | n samples as microgpt's inference loop, all advancing one position per step:
-  -- start from BOS = V-1, draw each next token until BOS or block_size tokens.
-  -- Sample i draws from RNG stream first+i under `seed`, so results do not
-  -- depend on how a large request is split into calls.  Returns [n][T] tokens,
-  -- BOS after each end.
-  def generate_samples [V][C][T][L][F] (p: M.params [V][C][T][L][F]) (hyper: M.hyper) (seed: i64)
-                       (first: i64) (n: i64) (temperature: f32) : [n][T]i64 =
-    let bos = V - 1
-    let streams = map (\i -> key seed (first + i)) (iota n)
-    let keys = replicate L (replicate n (replicate T (replicate C 0f32)))
-    let values = replicate L (replicate n (replicate T (replicate C 0f32)))
-    let (_, _, _, out, _, _) =
-      loop (token_ids, keys, values, out, done, pos_id) =
-           (replicate n bos, keys, values, replicate n (replicate T bos), replicate n false, 0)
-      while pos_id < T && !(and done) do
-        let (logits, keys, values) = M.gpt_tokens p hyper token_ids pos_id keys values
-        let next = map3 (draw temperature 0) streams (replicate n pos_id) logits
-        let done = map2 (\d t -> d || t == bos) done next
-        let out = out with [:, pos_id] = map2 (\d t -> if d then bos else t) done next
-        in (next, keys, values, out, done, pos_id + 1)
-    in out
-
   -- | Continuations of n prompts between calls: the KV caches, the last T
   -- tokens of every row (a ring: position q in slot q % T), each row's prompt
-  -- length, RNG stream and the number t of steps taken.  Carried from one
+  -- length, RNG stream, whether it has drawn the stop token, and the number t of
+  -- steps taken.  Carried from one
   -- `advance` to the next, so that a long continuation is made in bounded,
   -- interruptible calls whose memory does not grow with its length.
   type continuation [L][n][T][C] =
     { keys: [L][n][T][C]f32, values: [L][n][T][C]f32, window: [n][T]i64, lens: [n]i64,
-      streams: [n]u64, t: i64, temperature: f32, k_top: i64 }
+      streams: [n]u64, t: i64, temperature: f32, k_top: i64, stop: i64, done: [n]bool }
 
   -- | Continuations of n different prompts, before their first step: row i's
   -- prompt is prompts[i, :lens[i]] (1 <= lens[i] <= P <= T: the driver crops
   -- longer prompts to their last T tokens, all nanoGPT's model sees; the rest
-  -- is padding), drawn as sample first+i under `seed`.
+  -- is padding), drawn as sample first+i under `seed`.  A row ends when it
+  -- draws `stop` (microgpt's names: BOS; -1: never, as text), and is `stop`
+  -- after.
   def start [V][C][T][L][F][n][P] (_p: M.params [V][C][T][L][F]) (seed: i64) (first: i64)
-            (temperature: f32) (k_top: i64) (prompts: [n][P]i64) (lens: [n]i64)
+            (temperature: f32) (k_top: i64) (stop: i64) (prompts: [n][P]i64) (lens: [n]i64)
             : continuation [L][n][T][C] =
     let kv_fits = fits_i64 4 [L, n, T, C]
     in { keys = assert kv_fits (replicate L (replicate n (replicate T (replicate C 0f32)))),
       values = assert kv_fits (replicate L (replicate n (replicate T (replicate C 0f32)))),
       window = map (\s -> concat s (replicate (T - P) 0i64) :> [T]i64) prompts,
-      lens, streams = map (\i -> key seed (first + i)) (iota n), t = 0, temperature, k_top }
+      lens, streams = map (\i -> key seed (first + i)) (iota n), t = 0, temperature, k_top,
+      stop, done = replicate n false }
 
   -- | k more steps of `c` (nanoGPT's `generate`, all rows in lockstep so that
   -- they share the KV cache's layout and `gpt_tokens`' single position).  At
@@ -88,16 +71,19 @@ module sampler (M: gpt_model) = {
   -- t < lens[i], else the one it drew at step t-1) and, from its last prompt
   -- token on, draws token j = t + 1 - lens[i] with uniform number j of its
   -- stream (`draw`): a row's tokens do not depend on the batch nor on how its
-  -- steps are split into calls.  Positions past T see the last T tokens
+  -- steps are split into calls.  A row that has drawn `c.stop` gives `c.stop`
+  -- from then on, and once every row has, the steps left are not computed
+  -- (microgpt's loop: until BOS).  Positions past T see the last T tokens
   -- (whole-sequence forward), as nanoGPT crops `idx_cond`.  Returns the new
   -- state and [n][k] tokens: column s is row i's token at position c.t + s + 1
   -- (a prompt token while that position is below lens[i]).
   def advance [V][C][T][L][F][n] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
               (c: continuation [L][n][T][C]) (k: i64) : (continuation [L][n][T][C], [n][k]i64) =
-    let (window, keys, values, out) =
-      loop (window, keys, values, out) = (copy c.window, copy c.keys, copy c.values,
-                                         assert (fits_i64 8 [n, k]) (replicate n (replicate k 0i64)))
-      for s < k do
+    let out = assert (fits_i64 8 [n, k]) (replicate n (replicate k c.stop))
+    let (window, keys, values, out, done, _) =
+      loop (window, keys, values, out, done, s) = (copy c.window, copy c.keys, copy c.values,
+                                                   out, copy c.done, 0)
+      while s < k && !(and done) do
         let t = c.t + s
         let (logits, keys, values) =
           if t < T
@@ -105,24 +91,28 @@ module sampler (M: gpt_model) = {
           else (map (\w -> last (M.gpt_seq p hyper (map (\q -> w[(t + 1 + q) % T]) (iota T))))
                     window, keys, values)
         -- every row draws (one code path for the compiler); a row keeps the draw
-        -- once it is past its prompt
-        let next = map4 (\w st len lg ->
-                           let j = t + 1 - len
-                           let d = draw c.temperature c.k_top st (i64.max 0 j) lg
-                           in if j >= 0 then d else w[(t + 1) % T])
-                        window c.streams c.lens logits
-        in (window with [:, (t + 1) % T] = next, keys, values, out with [:, s] = next)
-    in (c with window = window with keys = keys with values = values with t = c.t + k, out)
+        -- once it is past its prompt, until it has drawn the stop token
+        let (next, done) =
+          unzip (map5 (\w st len lg d ->
+                         let j = t + 1 - len
+                         let x = draw c.temperature c.k_top st (i64.max 0 j) lg
+                         in if d then (c.stop, true)
+                            else if j >= 0 then (x, x == c.stop)
+                            else (w[(t + 1) % T], false))
+                      window c.streams c.lens logits done)
+        in (window with [:, (t + 1) % T] = next, keys, values, out with [:, s] = next, done, s + 1)
+    in (c with window = window with keys = keys with values = values with done = done
+          with t = c.t + k, out)
 
   -- | `start` and one `advance` of every step: row i's max_new tokens
-  -- ([n][max_new]), in one call (tests, and GPT-2's names).
+  -- ([n][max_new]), in one call (names: n prompts [BOS], stop BOS, max_new T).
   def continue_prompts [V][C][T][L][F][n][P] (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
-                       (seed: i64) (first: i64) (temperature: f32) (k_top: i64)
+                       (seed: i64) (first: i64) (temperature: f32) (k_top: i64) (stop: i64)
                        (prompts: [n][P]i64) (lens: [n]i64) (max_new: i64) : [n][max_new]i64 =
     -- the last step reads position longest + max_new - 2 and draws the longest row's last token
     let steps = if max_new == 0 || n == 0 then 0 else i64.maximum lens + max_new - 1
     let steps = assert (max_new <= i64.highest - P) steps  -- (advance checks n * steps)
-    let (_, out) = advance p hyper (start p seed first temperature k_top prompts lens) steps
+    let (_, out) = advance p hyper (start p seed first temperature k_top stop prompts lens) steps
     in if steps == 0 then replicate n (replicate max_new 0)
        else map2 (\o len -> o[len - 1:len - 1 + max_new] :> [max_new]i64) out lens
 

@@ -49,9 +49,9 @@ def _inject(fault: str, call: int) -> None:
     calls = [0]
 
     def patch(cls):
-        real = cls.loss_grad
+        real = cls.loss_grad_flat
 
-        def loss_grad(self, *args, **kwargs):
+        def loss_grad_flat(self, *args, **kwargs):
             calls[0] += 1
             if calls[0] < call or (calls[0] > call and fault != "nan"):
                 return real(self, *args, **kwargs)
@@ -68,9 +68,9 @@ def _inject(fault: str, call: int) -> None:
             if fault == "error":
                 raise RuntimeError("injected failure of a kernel call")
             loss, grad = real(self, *args, **kwargs)
-            return float("nan"), {k: np.full_like(g, np.nan) for k, g in grad.items()}
+            return float("nan"), np.full_like(grad, np.nan)
 
-        cls.loss_grad = loss_grad
+        cls.loss_grad_flat = loss_grad_flat
 
     patch(MicrogptModel)
     patch(GPT2Model)

@@ -101,6 +101,7 @@ def test_seed_port_computes_microgpts_job(need_c, need_seed_port):
     from conftest import get_runtime
     from microgpt_fut.data.lines import Vocab, shuffled
     from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
+    from microgpt_fut.training.optimizer import Adam
 
     docs, _ = load_docs("names", 16)
     vocab = Vocab.from_docs(docs)
@@ -111,7 +112,7 @@ def test_seed_port_computes_microgpts_job(need_c, need_seed_port):
     model = MicrogptModel.init(get_runtime("c"), MicrogptConfig(vocab.size), 42)
     assert losses[0] == pytest.approx(
         R.batch_loss(model.params(), tokens[:1], n_pos[:1], 4), rel=1e-5)
-    ours = model.train(tokens[:S, None], n_pos[:S, None], S)
+    ours = model.train(tokens[:S, None], n_pos[:S, None], Adam(), S)[0]
     np.testing.assert_allclose(losses, ours, rtol=2e-4)
     assert losses[-10:].mean() < losses[:10].mean() - 0.2  # it learns
     with pytest.raises(ValueError, match=r"seed_port: tokens must be \[S, 17\]"):

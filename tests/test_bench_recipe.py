@@ -18,7 +18,8 @@ import torch
 
 import reference_gpt2 as R
 from conftest import get_runtime
-from microgpt_fut.models.gpt2 import GPT2Config, GPT2Model, Recipe
+from microgpt_fut.models.gpt2 import GPT2Config, GPT2Model
+from microgpt_fut.training.optimizer import Recipe
 
 from bench import recipe as BR
 from bench import torch_ref as TR

@@ -95,12 +95,13 @@ def test_values_left_in_a_cycle_at_exit_are_freed_quietly(tmp_path):
     code = textwrap.dedent("""
         from microgpt_fut.backend.runtime import Runtime
         from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
+        from microgpt_fut.training.optimizer import Adam
         import numpy as np
         rt = Runtime("c", quiet=True)
         models = [MicrogptModel.init(rt, MicrogptConfig(27, 32, 4, 2, 16), s) for s in range(4)]
         toks = np.zeros((4, 3, 17), np.int64); n_pos = np.full((4, 3), 16)
         for m in models:
-            m.train(toks, n_pos, 10)
+            m.train(toks, n_pos, Adam(), 10)
             m.cycle = models  # garbage only to the cycle collector
         grads = [m.loss_grad(toks[0], n_pos[0]) for m in models]
     """)

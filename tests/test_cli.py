@@ -59,8 +59,8 @@ def test_train_prints_progress_on_stderr_and_samples_on_stdout(trained):
     text = result.stderr
     assert out.is_file()
     assert f"data: {data}: 300 documents" in text
-    line = re.search(r"^step 30 / 30 \| loss (\d+\.\d{4}) \(mean of steps 1-30\) \| [\d,]+ "
-                     r"tok/s$", text, re.M)
+    line = re.search(r"^step 30 / 30 \| loss (\d+\.\d{4}) \(mean of steps 1-30\) \| grad norm "
+                     r"\d+\.\d{4} \(step 30\) \| [\d,]+ tok/s$", text, re.M)
     assert line, text
     # the label says what it is: the mean of those steps' losses, as the checkpoint has them
     losses = ckpt.load(out).losses

@@ -23,7 +23,8 @@ from microgpt_fut.data.text import load_text
 from microgpt_fut.data.datasets import Stream
 from microgpt_fut.training.run import Run
 from microgpt_fut.training.settings import Settings
-from microgpt_fut.models.gpt2 import GPT2Config, Recipe
+from microgpt_fut.models.gpt2 import GPT2Config
+from microgpt_fut.training.optimizer import Recipe
 
 SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
 SIZES = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size", "16"]

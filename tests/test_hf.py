@@ -24,7 +24,8 @@ from hf_helpers import need, random_hf_model, save_hf_folder, shakespeare, small
 from microgpt_fut.errors import CheckpointError, HFError
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training import hf
-from microgpt_fut.models.gpt2 import GPT2Config, GPT2Model, Recipe
+from microgpt_fut.models.gpt2 import GPT2Config, GPT2Model
+from microgpt_fut.training.optimizer import Recipe
 from microgpt_fut.data.tokenizer import CharVocab
 
 torch = need("torch")
@@ -141,7 +142,7 @@ def test_greedy_continuation_matches_transformers_generate(small, gpt2_rt):
     assert got.shape == (len(prompts), max_new)
     for p, row in zip(prompts, got):
         assert row.tolist() == _hf_greedy(model, p, max_new), len(p)
-    one = ours.generate(0, 1, 0.0, 0, prompts[1], max_new)
+    one = ours.generate_prompts(0, 0.0, 0, [prompts[1]], max_new)
     assert one[0].tolist() == got[1].tolist()
 
 
@@ -172,7 +173,7 @@ def test_sampled_rows_equal_single_prompt_samples(small, gpt2_rt):
     for temperature, top_k in ((1.0, 0), (0.8, 5)):
         got = ours.generate_prompts(7, temperature, top_k, prompts, 12, first=3)
         for i, p in enumerate(prompts):
-            alone = ours.generate(7, 1, temperature, top_k, p, 12, first=3 + i)
+            alone = ours.generate_prompts(7, temperature, top_k, [p], 12, first=3 + i)
             assert got[i].tolist() == alone[0].tolist(), (temperature, i)
     assert len({tuple(r) for r in ours.generate_prompts(7, 1.0, 0, [prompts[0]] * 6, 12)}) > 1
     assert ours.generate_prompts(7, 1.0, 0, prompts, 0).shape == (4, 0)

@@ -10,6 +10,13 @@ import pytest
 import reference as R
 from conftest import DATA_DIR, REQUIRED_BACKENDS, get_runtime
 from microgpt_fut.models.microgpt import PARAM_NAMES, MicrogptConfig, MicrogptModel
+from microgpt_fut.training.family import FAMILIES
+from microgpt_fut.training.optimizer import Adam
+
+
+def names(model, seed: int, n: int, temperature: float, first: int = 0) -> np.ndarray:
+    """Names as `sample` makes them (Family.names: n prompts [BOS], stop BOS)."""
+    return FAMILIES["microgpt"].names(model, seed, n, temperature, first)
 
 
 def rel_err(a, b) -> float:
@@ -94,7 +101,7 @@ def test_one_adam_step_matches_numpy(rt, tiny):
     num_steps, step = 10, 3
     model = MicrogptModel.from_arrays(rt, cfg, tiny.params, m0, v0, step=step)
     loss, grads = model.loss_grad(tiny.tokens, tiny.n_pos)
-    losses = model.train(tiny.tokens[None], tiny.n_pos[None], num_steps, **hyper)
+    losses, _ = model.train(tiny.tokens[None], tiny.n_pos[None], Adam(**hyper), num_steps)
     assert losses.shape == (1,)
     assert losses[0] == pytest.approx(loss, rel=1e-6)
     assert model.step() == step + 1
@@ -109,6 +116,34 @@ def test_one_adam_step_matches_numpy(rt, tiny):
         np.testing.assert_allclose(got_p[n], ref_p[n], rtol=1e-5, atol=1e-7, err_msg=n)
         np.testing.assert_allclose(got_m[n], ref_m[n], rtol=1e-5, atol=1e-9, err_msg=n)
         np.testing.assert_allclose(got_v[n], ref_v[n], rtol=1e-5, atol=1e-11, err_msg=n)
+
+
+@pytest.mark.parametrize("clip", [0.3, 0.0], ids=["clip", "no_clip"])
+def test_microgpt_takes_weight_decay_and_clipping(rt, tiny, clip):
+    """Issue 42's one optimiser: microgpt with --weight-decay and --grad-clip is the
+    kernels' AdamW at microgpt's linear schedule, two steps against the float64
+    reference's clip_grad_norm and adamw_step (torch.optim.AdamW's formula; every microgpt
+    tensor is >= 2-D, so all decay) fed the kernels' own gradients."""
+    import reference_gpt2 as RG
+
+    cfg, opt = tiny.config, Adam(lr=0.05, beta1=0.8, beta2=0.9, weight_decay=0.5, grad_clip=clip)
+    model = MicrogptModel.from_arrays(rt, cfg, tiny.params)
+    params = {n: a.astype(np.float64) for n, a in tiny.params.items()}
+    m = {n: np.zeros_like(a) for n, a in params.items()}
+    v = {n: np.zeros_like(a) for n, a in params.items()}
+    for step in range(2):
+        _, grad = model.loss_grad(tiny.tokens, tiny.n_pos)
+        g, norm = RG.clip_grad_norm(grad, clip)
+        params, m, v = RG.adamw_step(params, g, m, v, step, opt.lr_at(step, 4), opt.beta1,
+                                     opt.beta2, opt.eps, opt.weight_decay)
+        _, (got_norm,) = model.train(tiny.tokens[None], tiny.n_pos[None], opt, 4)
+        assert got_norm == pytest.approx(norm, rel=1e-5)
+        if clip:
+            assert norm > clip  # the clip is exercised
+    got = model.params()
+    for n in PARAM_NAMES:
+        old = tiny.params[n].astype(np.float64)
+        assert rel_err(got[n] - old, params[n] - old) < 1e-4, n
 
 
 # --------------------------------------------------------------------------- forwards
@@ -142,12 +177,12 @@ def test_k_steps_in_one_call_equal_k_calls(rt, tiny):
     tokens = rng.integers(0, cfg.vocab_size, size=(K, B, cfg.block_size + 1), dtype=np.int64)
     n_pos = rng.integers(1, cfg.block_size + 1, size=(K, B), dtype=np.int64)
     once = MicrogptModel.from_arrays(rt, cfg, tiny.params)
-    losses_once = once.train(tokens, n_pos, num_steps=8)
+    losses_once = once.train(tokens, n_pos, Adam(), 8)[0]
     stepwise = MicrogptModel.from_arrays(rt, cfg, tiny.params)
     losses_steps = []
     for k in range(K):
         before = stepwise.params()
-        losses_steps.append(stepwise.train(tokens[k:k + 1], n_pos[k:k + 1], num_steps=8)[0])
+        losses_steps.append(stepwise.train(tokens[k:k + 1], n_pos[k:k + 1], Adam(), 8)[0][0])
         ref = R.batch_loss(before, tokens[k], n_pos[k], cfg.n_head)
         assert losses_steps[k] == pytest.approx(ref, rel=1e-4), f"step {k}"
     assert once.step() == stepwise.step() == K
@@ -187,8 +222,8 @@ def train_names(backend: str, batches) -> tuple[np.ndarray, dict, dict]:
     tokens, n_pos = batches
     model = MicrogptModel.init(get_runtime(backend), NAMES_CFG, seed=42)
     init = model.params()
-    losses = np.concatenate([model.train(tokens[:10], n_pos[:10], N_STEPS),
-                             model.train(tokens[10:], n_pos[10:], N_STEPS)])
+    losses = np.concatenate([model.train(tokens[:10], n_pos[:10], Adam(), N_STEPS)[0],
+                             model.train(tokens[10:], n_pos[10:], Adam(), N_STEPS)[0]])
     return losses, init, model.params()
 
 
@@ -245,8 +280,9 @@ def test_opencl_losses_are_fresh(tiny):
     out = {}
     for b in ("opencl", "c"):
         model = MicrogptModel.from_arrays(get_runtime(b), cfg, tiny.params)
-        per_call = [model.train(tokens[k:k + 1], n_pos[k:k + 1], 2 * K)[0] for k in range(4)]
-        batched = model.train(tokens[4:], n_pos[4:], 2 * K)
+        per_call = [model.train(tokens[k:k + 1], n_pos[k:k + 1], Adam(), 2 * K)[0][0]
+                    for k in range(4)]
+        batched = model.train(tokens[4:], n_pos[4:], Adam(), 2 * K)[0]
         out[b] = np.concatenate([per_call, batched])
         assert model.step() == K
     assert np.all(np.diff(out["opencl"]) != 0), f"opencl losses repeat: {out['opencl']}"
@@ -265,7 +301,7 @@ def test_generate_shape_range_padding_and_seeds(rt, tiny):
     cfg = tiny.config
     bos = cfg.vocab_size - 1
     model = MicrogptModel.from_arrays(rt, cfg, tiny.params)
-    s = model.generate(seed=5, n=40, temperature=1.0)
+    s = names(model, seed=5, n=40, temperature=1.0)
     assert s.shape == (40, cfg.block_size) and s.dtype == np.int64
     assert s.min() >= 0 and s.max() < cfg.vocab_size
     for row in s:
@@ -274,13 +310,13 @@ def test_generate_shape_range_padding_and_seeds(rt, tiny):
             assert np.all(row[ends[0]:] == bos), row
     assert np.any(s != bos), "every sample is empty"
     assert len({tuple(r) for r in s}) > 5, "samples barely differ from each other"
-    np.testing.assert_array_equal(model.generate(seed=5, n=40, temperature=1.0), s)
-    assert not np.array_equal(model.generate(seed=6, n=40, temperature=1.0), s)
+    np.testing.assert_array_equal(names(model, seed=5, n=40, temperature=1.0), s)
+    assert not np.array_equal(names(model, seed=6, n=40, temperature=1.0), s)
     # sample i does not depend on how the request is split into calls
-    five = model.generate(seed=5, n=5, temperature=1.0)
+    five = names(model, seed=5, n=5, temperature=1.0)
     np.testing.assert_array_equal(five, s[:5])
-    chunks = np.concatenate([model.generate(seed=5, n=2, temperature=1.0, first=0),
-                             model.generate(seed=5, n=3, temperature=1.0, first=2)])
+    chunks = np.concatenate([names(model, seed=5, n=2, temperature=1.0, first=0),
+                             names(model, seed=5, n=3, temperature=1.0, first=2)])
     np.testing.assert_array_equal(chunks, five)
 
 
@@ -292,7 +328,7 @@ def test_generate_greedy_matches_reference(rt, tiny, seed):
     expected, margins = R.greedy_decode(params, cfg.n_head, cfg.block_size)
     assert margins.min() > 1e-3, "test model has a near-tie; choose another seed"
     model = MicrogptModel.from_arrays(rt, cfg, params)
-    got = model.generate(seed=99, n=3, temperature=0.0)
+    got = names(model, seed=99, n=3, temperature=0.0)
     for row in got:
         np.testing.assert_array_equal(row, expected)
 
@@ -308,7 +344,7 @@ def test_generate_first_token_frequencies(rt, tiny, temperature):
     assert np.abs(R.softmax(logits) - expected).max() > 0.08
     n = 4000
     model = MicrogptModel.from_arrays(rt, cfg, params)
-    first = model.generate(seed=3, n=n, temperature=temperature)[:, 0]
+    first = names(model, seed=3, n=n, temperature=temperature)[:, 0]
     freq = np.bincount(first, minlength=cfg.vocab_size) / n
     assert np.abs(freq - expected).max() < 0.03, \
         f"freq {freq.round(3)} expected {expected.round(3)}"
@@ -419,6 +455,36 @@ def test_paced_continuation_equals_one_call(rt, tiny):
             np.testing.assert_array_equal(out[i, :n - 1], CONT_PROMPTS[i][-cfg.block_size:][1:])
 
 
+@pytest.mark.parametrize("stop", [0, 4])
+def test_stop_token_ends_each_row(rt, tiny, stop):
+    """Issue 42's one sampler: with a stop token, each row is the row drawn without one
+    up to and including its first drawn stop token, then the stop token to the end
+    (prompt tokens equal to it do not end a row), in one call and in paced calls (whose
+    steps after every row has ended are not computed); with every row ended at the
+    first draw, later calls give only stop tokens."""
+    cfg = tiny.config
+    params = R.random_params(cfg.shapes(), np.random.default_rng(9), std=0.5)
+    model = MicrogptModel.from_arrays(rt, cfg, params)
+    prompts = [[stop], [0, 5, 2], [stop, 1, 4, 0, 2], [2, 0, 3, 3, 1, 5, 0, 4]] * 4
+    free = model.generate_prompts(3, 1.0, 0, prompts, 12)
+    ended = model.generate_prompts(3, 1.0, 0, prompts, 12, stop=stop)
+    hits = 0
+    for row, got in zip(free, ended):
+        at = np.flatnonzero(row == stop)
+        end = at[0] + 1 if len(at) else len(row)
+        hits += len(at) > 0 and end < len(row)
+        np.testing.assert_array_equal(got[:end], row[:end])
+        assert np.all(got[end:] == stop), (row, got)
+    assert hits >= 4, "too few rows stop early: the test would not see the stop"
+    cont = model.start_prompts(3, 1.0, 0, prompts, stop=stop)
+    paced = _advance_in(cont, [3, 7, 40])
+    for i, n in enumerate(cont.lens):
+        np.testing.assert_array_equal(paced[i, n - 1:n - 1 + 12], ended[i], err_msg=f"row {i}")
+    one = model.start_prompts(5, 1.0, 0, [[stop]], stop=stop)
+    assert stop in one.advance(60)[0], "no stop in 60 draws: choose another seed"
+    np.testing.assert_array_equal(one.advance(5), [[stop] * 5])
+
+
 def test_one_call_sizes_are_checked_before_the_call(rt, tiny, monkeypatch):
     """Issue 41: the one-call continuation's [n, longest + max_new] tokens are checked
     before the library allocates them: more than the machine has is a ValueError
@@ -430,7 +496,7 @@ def test_one_call_sizes_are_checked_before_the_call(rt, tiny, monkeypatch):
     with pytest.raises(ValueError, match="more than int64 can count"):
         model.generate_prompts(1, 1.0, 0, [[1]], 2**62)
     with pytest.raises(ValueError, match="available"):
-        model.generate(1, 2**40, 1.0)
+        names(model, 1, 2**40, 1.0)
     # the CPU libraries themselves refuse a size whose bytes wrap (where the heap was
     # corrupted), before they allocate, called past the driver's check; the GPU
     # pipelines hoist the allocation above the assertion (sample.fut's fits_i64), so
@@ -440,7 +506,7 @@ def test_one_call_sizes_are_checked_before_the_call(rt, tiny, monkeypatch):
         with pytest.raises(RuntimeError, match="Assertion is false"):
             rt.entry("advance", model.state, cont.value, 2**62)
         with pytest.raises(RuntimeError, match="Assertion is false"):
-            rt.entry("generate_prompts", model.state, 1, 0, np.float32(1), 0,
+            rt.entry("generate_prompts", model.state, 1, 0, np.float32(1), 0, -1,
                      np.ones((1, 1), np.int64), np.ones(1, np.int64), 2**62)
     # the paced path's KV caches, against a machine with 1 MB available
     from microgpt_fut import host_memory

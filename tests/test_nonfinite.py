@@ -62,14 +62,10 @@ def infinite_lr_from(monkeypatch, cls, step: int) -> None:
             cut = step - 1 - done
             first = train(self, tokens[:cut], None if n_pos is None else n_pos[:cut], *args)
             rest = train(self, tokens[cut:], None if n_pos is None else n_pos[cut:], *args)
-            if cls is GPT2Model:
-                return tuple(np.concatenate([a, b]) for a, b in zip(first, rest))
-            return np.concatenate([first, rest])
-        if done >= step - 1:
-            if cls is GPT2Model:
-                args = (dataclasses.replace(args[0], lr=math.inf, min_lr=math.inf),)
-            else:
-                args = (args[0], math.inf, *args[2:])
+            return tuple(np.concatenate([a, b]) for a, b in zip(first, rest))
+        if done >= step - 1:  # args: the optimiser (Adam or Recipe), the run's length
+            inf = {"min_lr": math.inf} if cls is GPT2Model else {}
+            args = (dataclasses.replace(args[0], lr=math.inf, **inf), *args[1:])
         return real(self, tokens, n_pos, *args)
 
     monkeypatch.setattr(cls, "train", train)

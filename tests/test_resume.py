@@ -11,6 +11,7 @@ documents 5, 6 and 0: it crosses the end of an epoch.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -31,7 +32,7 @@ from microgpt_fut.cli.commands import main
 from microgpt_fut.data.lines import batch_indices, load_data
 from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
 from microgpt_fut.training.run import Run
-from microgpt_fut.training.family import Adam
+from microgpt_fut.training.optimizer import Adam
 from microgpt_fut.training.settings import Settings
 
 SEVEN = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia"]
@@ -267,10 +268,10 @@ def test_divergence_after_a_periodic_save_keeps_it(tmp_path, monkeypatch):
     need_backend("c")
     real = MicrogptModel.train
 
-    def huge_lr_from_step_20(self, tokens, n_pos, num_steps, lr=0.01, *a):
+    def huge_lr_from_step_20(self, tokens, n_pos, optimizer, *a):
         if self.step() >= 20:
-            lr = lr * 1e32
-        return real(self, tokens, n_pos, num_steps, lr, *a)
+            optimizer = dataclasses.replace(optimizer, lr=optimizer.lr * 1e32)
+        return real(self, tokens, n_pos, optimizer, *a)
 
     monkeypatch.setattr(MicrogptModel, "train", huge_lr_from_step_20)
     out = tmp_path / "m.safetensors"

@@ -21,8 +21,9 @@ from conftest import get_runtime
 from microgpt_fut.training import checkpoint as ckpt
 from microgpt_fut.training import family as fam
 from microgpt_fut.cli.commands import main
-from microgpt_fut.training.family import Adam
-from microgpt_fut.models.gpt2 import GPT2Config, Recipe
+from microgpt_fut.training.optimizer import Adam, optimizer_from_train
+from microgpt_fut.models.gpt2 import GPT2Config
+from microgpt_fut.training.optimizer import Recipe
 from microgpt_fut.models.microgpt import MicrogptConfig
 from microgpt_fut.errors import Diverged
 from microgpt_fut.training.run import Run
@@ -89,7 +90,9 @@ def test_stop_save_resume_is_bit_identical(arch, fmt, text_file, shard_dir, tmp_
     again.run()
     assert again.step == 8
     assert np.array_equal(again.losses, whole.losses)
-    assert np.array_equal(again.norms, whole.norms, equal_nan=True)
+    # (microgpt's checkpoints carry no norms: its resumed run has none before step 3)
+    saved = slice(0 if arch == "gpt2" else 3, None)
+    assert np.array_equal(again.norms[saved], whole.norms[saved])
     for name, a in whole.model.params().items():
         assert np.array_equal(again.model.params()[name], a), name
     assert again.evals == whole.evals
@@ -226,8 +229,8 @@ def test_tokens_run_equals_the_text_run_on_the_same_data(text_file, shard_dir):
 def test_family_table():
     assert fam.family_of(MicrogptConfig(5)).arch == "microgpt"
     assert fam.family_of(GPT2Config(5)).arch == "gpt2"
-    assert fam.optimizer_from_train(fam.recipe_to_train(RECIPE)) == RECIPE
-    assert fam.optimizer_from_train(Adam(0.02).to_train()) == Adam(0.02)
+    assert optimizer_from_train(RECIPE.to_train()) == RECIPE
+    assert optimizer_from_train(Adam(0.02).to_train()) == Adam(0.02)
 
 
 @pytest.mark.parametrize("arch,fmt", [("gpt2", "lines"), ("microgpt", "text"),

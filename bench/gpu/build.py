@@ -29,7 +29,7 @@ CACHE_FIXUP = (re.compile(r"^  \*buf = malloc\(\*buflen\);$", re.M),
 # build.sh's cuda_fixup: CUDA 13's cuda.h maps cuCtxCreate to cuCtxCreate_v4.
 CUDA_CTX = ("cuCtxCreate(&ctx->cu_ctx, 0, ctx->dev)", "cuCtxCreate(&ctx->cu_ctx, NULL, 0, ctx->dev)")
 TABLE = REPO_ROOT / "targets.txt"  # the build targets, build.sh's table
-COLUMNS = ("program", "backend", "layout", "compiler", "flags")
+COLUMNS = ("program", "backend", "layout", "compiler", "flags", "family")
 
 
 class BuildError(RuntimeError):
@@ -43,7 +43,8 @@ def table_rows(kind: str, table: Path = TABLE) -> list[list[str]]:
 
 
 def target_row(name: str) -> dict[str, str]:
-    """A target's row of targets.txt: its program, backend, layout, compiler and flags."""
+    """A target's row of targets.txt: its program, backend, layout, compiler, flags and
+    model family."""
     for row in table_rows("target"):
         if row[0] == name:
             return dict(zip(COLUMNS, row[1:]))

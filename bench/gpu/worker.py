@@ -90,7 +90,8 @@ def new_model(engine, config):
     schedule 10**6 steps long (a torch engine makes the same: TorchGPUEngine.model)."""
     if not isinstance(engine, FutharkEngine):
         return engine.model(config)
-    from microgpt_fut.models.gpt2 import GPT2Config, Recipe
+    from microgpt_fut.models.gpt2 import GPT2Config
+    from microgpt_fut.training.optimizer import Recipe
 
     from ..datasets import init_params
 
@@ -116,7 +117,8 @@ class TorchGPUEngine:
             torch.set_num_threads(1)
 
     def model(self, config):
-        from microgpt_fut.models.gpt2 import GPT2Config, Recipe
+        from microgpt_fut.models.gpt2 import GPT2Config
+        from microgpt_fut.training.optimizer import Recipe
 
         from ..datasets import init_params
         from ..torch_ref import RecipeTrainer, TorchGPT, TorchGPT2, TorchTrainer

@@ -2,8 +2,8 @@
 
 Each backend (c, multicore, opencl, cuda) is compiled by build.sh into
 ``build/<backend>/_microgpt_<backend>*.so``, a CFFI module made by futhark-ffi,
-for each program: microgpt's (futhark/microgpt.fut, folder ``<backend>``) and
-GPT-2's (futhark/gpt2.fut, folder ``gpt2_<backend>``).
+for each program: microgpt's (folder ``<backend>``) and GPT-2's (folder
+``gpt2_<backend>``), both futhark/gpt.fut's entry points over the family's model.
 This module finds and loads one, applies the pocl workaround where needed,
 keeps the GPU backends' compiled kernels between processes (kernel_cache),
 syncs the context where futhark-ffi does not, and frees every value before its
@@ -26,7 +26,7 @@ from . import kernel_cache as kernel_cache_mod
 from .context import OwnedContext
 
 BACKENDS = ("c", "multicore", "opencl", "cuda")
-# The Futhark programs: --arch microgpt (futhark/microgpt.fut) and gpt2 (futhark/gpt2.fut).
+# The Futhark programs: --arch microgpt and gpt2 (futhark/gpt.fut over family_<arch>.fut).
 PROGRAMS = ("microgpt", "gpt2")
 POCL_PLATFORM = "Portable Computing Language"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from ..training.family import FLOAT32_MAX
+from ..training.optimizer import FLOAT32_MAX
 from .common import bad_option
 
 # Integer options: the kernels take 64-bit integers, so larger values are refused by

@@ -53,47 +53,68 @@ class GPTConfigBase:
         raise NotImplementedError
 
     def num_params(self) -> int:
+        """The number of parameters the model uses."""
+        return self.num_tensor_elements()
+
+    def num_tensor_elements(self) -> int:
+        """The length P of the flat state's rows: every tensor of ``shapes()``."""
         return int(sum(np.prod(s) for s in self.shapes().values()))
 
     def init_sizes(self) -> tuple:
-        """The sizes the library's ``init`` entry takes after the seed."""
+        """The sizes and settings that the libraries' ``init``, ``make_state`` and
+        ``make_state_params`` take (futhark/gpt.fut): vocab_size, n_embd, n_head, n_layer,
+        block_size, mlp_width, bias (a family without biases: False)."""
         return (self.vocab_size, self.n_embd, self.n_head, self.n_layer, self.block_size,
-                self.mlp_width)
+                self.mlp_width, bool(getattr(self, "bias", False)))
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def state_arrays(config: GPTConfigBase, params: dict[str, np.ndarray],
-                 m: dict[str, np.ndarray] | None = None,
-                 v: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
-    """The arrays of a state: params, then the optimiser's m and v, each in the order of
-    ``config.shapes()`` (microgpt's make_state takes these 27 as they are), as contiguous
-    float32; m and v zero when not given. Serves GPT2Config too.
+def flat_state(config: GPTConfigBase, params: dict[str, np.ndarray],
+               m: dict[str, np.ndarray] | None = None,
+               v: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """A state as the libraries take it (futhark/gpt.fut's ``make_state``): float32
+    [3, P], rows params, the optimiser's m and v, each the tensors of
+    ``config.shapes()`` one after another (m and v zero when not given); filled in
+    place, so a large model is held once more, not twice.
 
     Raises ValueError naming the first tensor whose shape does not match ``config``.
     """
     config.validate()
     shapes = config.shapes()
-    zeros = {n: np.zeros(s, np.float32) for n, s in shapes.items()}
-    arrays = []
-    for group, d in (("", params), ("adam.m.", m if m is not None else zeros),
-                     ("adam.v.", v if v is not None else zeros)):
-        for n in shapes:
-            a = np.ascontiguousarray(d[n], dtype=np.float32)
-            if a.shape != shapes[n]:
-                raise ValueError(f"tensor {group}{n} has shape {a.shape}, "
-                                 f"config needs {shapes[n]}")
-            arrays.append(a)
-    return arrays
+    out = np.zeros((3, config.num_tensor_elements()), np.float32)
+    for row, (group, d) in enumerate((("", params), ("adam.m.", m), ("adam.v.", v))):
+        if d is None:
+            continue
+        at = 0
+        for n, shape in shapes.items():
+            a = np.asarray(d[n])
+            if a.shape != shape:
+                raise ValueError(f"tensor {group}{n} has shape {a.shape}, config needs {shape}")
+            out[row, at:at + a.size] = a.ravel()
+            at += a.size
+    return out
+
+
+def unflatten(flat: np.ndarray, config: GPTConfigBase) -> dict[str, np.ndarray]:
+    """Views of a flat float32 [P] vector (``flat_state``'s rows, ``get_params``) as the
+    tensors of ``config.shapes()`` (no copy)."""
+    out, at = {}, 0
+    for n, shape in config.shapes().items():
+        size = int(np.prod(shape))
+        out[n] = flat[at:at + size].reshape(shape)
+        at += size
+    return out
 
 
 class DeviceModel:
-    """A model whose state (parameters, optimiser moments, step) stays on the device:
-    what microgpt's and GPT-2's host classes share. ``names``: the order in which
-    the library's get_params/get_adam_m/get_adam_v return the arrays."""
-
-    names: ClassVar[tuple[str, ...]] = ()
+    """A model whose state (parameters, optimiser moments, step) stays on the device,
+    for either family: the host side of futhark/gpt.fut's entry points, which both
+    libraries export. Create with ``init`` (the family's initialisation) or
+    ``from_arrays`` (a checkpoint). Methods move token arrays in and small results
+    out; ``params()``/``adam()`` copy the state to the host.
+    """
 
     def __init__(self, rt: Runtime, config, state):
         self.rt = rt
@@ -108,8 +129,23 @@ class DeviceModel:
         config.validate()
         return cls(rt, config, rt.entry("init", seed, *config.init_sizes()))
 
-    def _arrays(self, entry: str) -> dict[str, np.ndarray]:
-        return dict(zip(self.names, self.rt.numpy(*self.rt.entry(entry, self.state))))
+    @classmethod
+    def from_arrays(cls, rt: Runtime, config, params: dict[str, np.ndarray],
+                    m: dict[str, np.ndarray] | None = None,
+                    v: dict[str, np.ndarray] | None = None, step: int = 0):
+        """A model from float32 arrays of ``config.shapes()`` (the optimiser's moments zero
+        when not given: made on the device, no host copies). Raises ValueError naming the
+        first tensor whose shape does not match ``config``."""
+        if m is None and v is None:
+            flat = flat_state(config, params)[0]
+            return cls(rt, config, rt.entry("make_state_params", *config.init_sizes(), step,
+                                            flat))
+        return cls(rt, config, rt.entry("make_state", *config.init_sizes(), step,
+                                        flat_state(config, params, m, v)))
+
+    def _arrays(self, entry: str, state=None) -> dict[str, np.ndarray]:
+        flat = self.rt.numpy(self.rt.entry(entry, self.state if state is None else state))
+        return unflatten(flat, self.config)
 
     def params(self) -> dict[str, np.ndarray]:
         """The parameters as the device's float32 arrays (shapes: config.shapes())."""
@@ -129,35 +165,118 @@ class DeviceModel:
         """Number of optimiser steps taken."""
         return int(self.rt.numpy(self.rt.entry("get_counters", self.state))[0])
 
+    def train(self, tokens: np.ndarray, n_pos: np.ndarray | None, optimizer,
+              num_steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """K optimiser steps in one call (the libraries' ``train``: futhark/train.fut's
+        ``train_steps``): (losses [K], gradient norms [K]), float32.
+
+        tokens: int64 [K, A, B, block_size+1], A micro-batches accumulated per step
+        ([K, B, block_size+1]: A = 1); n_pos: int64 of the same leading shape, the
+        valid positions of each row (None: all block_size). ``optimizer``
+        (training/optimizer.py's Adam or Recipe) gives each step's learning rate
+        (``lrs``, from the model's step on; ``num_steps`` is the run's length, which
+        microgpt's linear decay reads) and AdamW's settings (``kernel_args``). Each
+        loss is the step's mean over its rows' valid positions, before the update;
+        each norm the global gradient norm before clipping.
+        """
+        tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+        if tokens.ndim == 3:
+            tokens = tokens[:, None]
+            n_pos = None if n_pos is None else np.asarray(n_pos)[:, None]
+        if n_pos is None:
+            n_pos = np.full(tokens.shape[:3], tokens.shape[3] - 1, np.int64)
+        n_pos = np.ascontiguousarray(n_pos, dtype=np.int64)
+        lrs = optimizer.lrs(self.step(), len(tokens), num_steps)
+        self.state, losses, norms = self.rt.entry("train", self.state, tokens, n_pos, lrs,
+                                                  *optimizer.kernel_args())
+        return tuple(self.rt.numpy(losses, norms))
+
+    def apply_gradient(self, grad: np.ndarray, lr: float, optimizer) -> float:
+        """One optimiser step on a gradient summed on the host (float32 [P], flat as
+        ``params()``'s: --threads and MPI, parallel/host_state.py), as ``train``'s steps
+        take it: the clip, then AdamW at ``lr``. Returns the norm before clipping."""
+        self.state, norm = self.rt.entry("apply_gradient", self.state,
+                                         np.ascontiguousarray(grad, np.float32),
+                                         np.float32(lr), *optimizer.kernel_args())
+        return float(self.rt.numpy(norm)[0])
+
+    def loss_grad_flat(self, tokens: np.ndarray, n_pos: np.ndarray | None = None
+                       ) -> tuple[float, np.ndarray]:
+        """(mean loss, gradient float32 [P], flat as ``params()``'s) of one batch tokens
+        int64 [B, T+1], n_pos [B] (None: all T); the state is not modified. The
+        gradient comes from the training kernel itself (one ``vjp`` less to compile): a
+        step with beta1 = 0 and no clipping stores it as the first moment."""
+        tokens = np.asarray(tokens, np.int64)[None, None]
+        n_pos = None if n_pos is None else np.asarray(n_pos, np.int64)[None, None]
+        if n_pos is None:
+            n_pos = np.full(tokens.shape[:3], tokens.shape[3] - 1, np.int64)
+        state, losses, _ = self.rt.entry("train", self.state, tokens, n_pos,
+                                         np.zeros(1, np.float32), np.float32(0),
+                                         np.float32(0.99), np.float32(1e-8), np.float32(0),
+                                         np.float32(0))
+        return float(self.rt.numpy(losses)[0]), self.rt.numpy(self.rt.entry("get_adam_m", state))
+
+    def loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray | None = None):
+        """(mean loss, gradient by tensor) of one batch, as ``loss_grad_flat``."""
+        loss, grad = self.loss_grad_flat(tokens, n_pos)
+        return loss, unflatten(grad, self.config)
+
+    def losses(self, tokens: np.ndarray, n_pos: np.ndarray | None = None) -> np.ndarray:
+        """Mean loss of each of I batches tokens int64 [I, B, T+1] (float32 [I]), no
+        gradient; n_pos int64 [I, B] valid positions per row (None: all T)."""
+        tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+        if n_pos is None:
+            n_pos = np.full(tokens.shape[:2], tokens.shape[2] - 1, np.int64)
+        return self.rt.numpy(self.rt.entry("losses", self.state, tokens,
+                                           np.ascontiguousarray(n_pos, dtype=np.int64)))
+
+    def loss(self, tokens: np.ndarray, n_pos: np.ndarray | None = None) -> float:
+        """Mean loss of one batch tokens [B, T+1] (``losses`` of one)."""
+        return float(self.losses(np.asarray(tokens)[None],
+                                 None if n_pos is None else np.asarray(n_pos)[None])[0])
+
+    def logits_seq(self, tokens: np.ndarray) -> np.ndarray:
+        """Training-path logits: tokens int64 [B, n] (n <= block_size) -> float32 [B, n, V]
+        (causal: position j sees tokens 0..j)."""
+        return self.rt.numpy(self.rt.entry("logits_seq", self.state, np.asarray(tokens, np.int64)))
+
+    def logits_cached(self, tokens: np.ndarray) -> np.ndarray:
+        """Sampling-path (KV cache) logits: tokens int64 [block_size] -> float32 [T, V]."""
+        return self.rt.numpy(self.rt.entry("logits_cached", self.state,
+                                           np.asarray(tokens, np.int64)))
+
     def generate_prompts(self, seed: int, temperature: float, top_k: int, prompts,
-                         max_new: int, first: int = 0) -> np.ndarray:
-        """Continuations of n different prompts in one call with the KV cache (both
+                         max_new: int, first: int = 0, stop: int = -1) -> np.ndarray:
+        """Continuations of n different prompts in one call with the KV cache (the
         libraries' ``generate_prompts``: futhark/sample.fut's ``continue_prompts``, one
         ``advance`` of every step): int64 [n, max_new], row i continuing ``prompts[i]``
         (a sequence of >= 1 token ids) as sample first+i under seed: token j of row i is
         drawn with uniform number j of the kernels' random stream first+i
         (futhark/rng.fut). temperature 0 is greedy (argmax); otherwise nanoGPT
         sample.py's softmax(top_k(logits / temperature)), top_k 0 keeping every token.
-        ``start_prompts`` makes the same tokens in paced calls.
-
+        A row that draws ``stop`` ends there and is ``stop`` after (-1: no stop token;
+        microgpt's names: BOS). ``start_prompts`` makes the same tokens in paced calls.
         A prompt longer than block_size is cut to its last block_size tokens (all the
         model sees of it, as nanoGPT crops ``idx_cond``); once a row is longer than
         block_size, each next token sees its last block_size tokens. Raises ValueError
-        for an empty prompt, max_new < 0, or an output whose size overflows int64 or
-        exceeds the machine's memory (the paced calls hold no such array).
+        for an empty prompt, max_new < 0, or an output or KV caches whose size overflows
+        int64 or exceeds the machine's memory (the paced calls hold no such output).
         """
-        padded, lens = prompt_rows(prompts, self.config.block_size)
+        c = self.config
+        padded, lens = prompt_rows(prompts, c.block_size)
         if max_new < 0:
             raise ValueError(f"max_new must be at least 0, got {max_new}")
         if len(lens) == 0 or max_new == 0:
             return np.zeros((len(lens), max_new), np.int64)
         check_array_bytes("the continuations", len(lens), int(lens.max()) + max_new, INT64)
+        check_array_bytes(f"the KV caches of {len(lens)} continuations", 4, c.n_layer, len(lens),
+                          c.block_size, c.n_embd, 4)
         return self.rt.numpy(self.rt.entry("generate_prompts", self.state, seed, first,
-                                           np.float32(temperature), int(top_k), padded, lens,
-                                           int(max_new)))
+                                           np.float32(temperature), int(top_k), int(stop),
+                                           padded, lens, int(max_new)))
 
     def start_prompts(self, seed: int, temperature: float, top_k: int, prompts,
-                      first: int = 0) -> "Continuation":
+                      first: int = 0, stop: int = -1) -> "Continuation":
         """The continuation of n prompts as ``generate_prompts`` makes it, before its first
         step, to be advanced in calls of any length (the library's ``start_prompts``).
         Raises ValueError for an empty prompt, or when the rows' KV caches (held twice
@@ -167,7 +286,7 @@ class DeviceModel:
         check_array_bytes(f"the KV caches of {len(lens)} continuations", 4, c.n_layer, len(lens),
                           c.block_size, c.n_embd, 4)
         value = self.rt.entry("start_prompts", self.state, seed, first, np.float32(temperature),
-                              int(top_k), padded, lens)
+                              int(top_k), int(stop), padded, lens)
         return Continuation(self, value, lens)
 
 

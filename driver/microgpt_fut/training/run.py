@@ -361,8 +361,7 @@ class Run:
         if self.choices is not None:
             train["eval_choices"] = self.choices[0]
         vocab, tokenizer = self.dataset.checkpoint_vocab()
-        # the families that measure gradient norms store them (microgpt's are NaN)
-        norms = self.norms.copy() if self.family.measures_norms else None
+        norms = self.norms.copy() if self.family.saves_norms else None
         return Checkpoint(self.model.config, vocab, params, m, v, self.step, train,
                           self.losses.copy(), self.dataset.data_format, norms,
                           [list(e) for e in self.evals] if self.dataset.evaluates else None,

@@ -2,7 +2,7 @@
 
 nanoGPT's names: ``num_steps`` in all (the learning-rate schedule's end), ``batch_size``
 rows (documents or windows) per micro-batch, ``grad_accum`` micro-batches per step,
-the optimiser (family.Adam: microgpt's Adam; gpt2.Recipe: nanoGPT's AdamW recipe), the
+the optimiser (optimizer.Adam: microgpt's Adam; optimizer.Recipe: nanoGPT's AdamW recipe), the
 evaluations of a dataset that evaluates (``eval_every``, ``eval_iters``), the seed
 (initial weights, data order, windows), and how a run executes: ``steps_per_call``
 steps fused into one device call, ``threads`` c contexts a step is split over.
@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 
 from ..errors import OptionConflict
-from ..models.gpt2 import Recipe
-from .family import Adam, optimizer_entries, optimizer_from_train, validate_optimizer
+from .optimizer import Adam, Recipe, optimizer_from_train
 
 
 @dataclass(frozen=True)
@@ -44,13 +43,13 @@ class Settings:
 
     def validate(self) -> None:
         """Raise OptionConflict naming the option when a setting is unusable (the
-        optimiser's too: family.validate_optimizer). Made settings have passed it."""
+        optimiser's too: its ``validate``). Made settings have passed it."""
         for name in ("num_steps", "batch_size", "grad_accum", "eval_every", "eval_iters",
                      "steps_per_call", "threads"):
             if getattr(self, name) < 1:
                 opt = "--steps" if name == "num_steps" else f"--{name.replace('_', '-')}"
                 raise OptionConflict(f"{opt} must be at least 1, got {getattr(self, name)}")
-        validate_optimizer(self.optimizer)
+        self.optimizer.validate()
         if not 0 <= self.seed < 2**63:
             raise OptionConflict(f"--seed must be in [0, 2**63), got {self.seed}")
 
@@ -58,7 +57,7 @@ class Settings:
         """The checkpoint's ``train`` entries of the steps, batch, seed and optimiser (a
         dataset that evaluates adds grad_accum and its evaluations: datasets.Stream)."""
         return {"num_steps": self.num_steps, "batch_size": self.batch_size, "seed": self.seed,
-                **optimizer_entries(self.optimizer)}
+                **self.optimizer.to_train()}
 
     @classmethod
     def from_train(cls, train: dict, steps_per_call: int, threads: int = 1) -> "Settings":
