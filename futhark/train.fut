@@ -83,8 +83,7 @@ module trainer (M: gpt_model) = {
   -- is the loss and gradient of the one batch that holds them all.
   def accumulated [V][C][T][L][F][A][B][T1] (s: state [V][C][T][L][F])
                   (tokens: [A][B][T1]i64) (n_pos: [A][B]i64) : (f32, M.params [V][C][T][L][F]) =
-    if A == 1 then loss_and_grad s tokens[0] n_pos[0]  -- (no pass over a zero gradient)
-    else
+    -- (one call site: each would inline the whole backward pass)
     let total = f32.i64 (i64.sum (flatten n_pos))
     in loop (loss, grad) = (0, params_zeros s.params) for a < A do
          let (loss_a, grad_a) = loss_and_grad s tokens[a] n_pos[a]
