@@ -4,7 +4,7 @@
 -- constants, trains one document per step with a token-by-token loop (one token
 -- through a KV cache, as microgpt's `gpt`) inside `vjp2`, and runs the whole
 -- job in one call.  This file does the same with our own pieces (`mk_params`,
--- `adam`, `nll`, and `seed_gpt_tokens` below: our one-token forward as it was
+-- `adamw`, `nll`, and `seed_gpt_tokens` below: our one-token forward as it was
 -- when this baseline was measured first, one sample at a time, kept here so
 -- that later changes to sampling's forward do not move the baseline), so that
 -- the bench times that formulation beside ours in the same run, compiled by the
@@ -84,5 +84,8 @@ entry job [S] (vocab_size: i64) (seed: i64) (tokens: [S][block_size + 1]i64) (n_
   let (_, losses) =
     loop (s, losses) = (copy s0, replicate S 0f32) for k < S do
       let (loss, grad) = vjp2 (\p -> doc_loss p tokens[k] n_pos[k]) s.params 1
-      in (Train.adam {lr = 0.01, beta1 = 0.85, beta2 = 0.99, eps = 1e-8} S s grad, losses with [k] = loss)
+      -- microgpt's linear decay; its Adam is the trainer's AdamW without decay or clipping
+      let lr = 0.01 * (1 - f32.i64 k / f32.i64 S)
+      let adam = {beta1 = 0.85, beta2 = 0.99, eps = 1e-8, weight_decay = 0, grad_clip = 0}
+      in (Train.adamw adam lr 1 s grad, losses with [k] = loss)
   in losses
