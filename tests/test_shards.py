@@ -702,8 +702,10 @@ def test_help_and_messages_name_what_they_mean(tmp_path):
     assert "tokens: a folder of token shards" in flat and "at least 257" in flat
     for opt in ("--eval-iters INTEGER", "--grad-accum INTEGER", "--eval-choices FILE"):
         assert flat.split(f"{opt} ", 1)[1].startswith("text, tokens:"), opt
-    for opt in ("--min-lr FLOAT", "--weight-decay FLOAT", "--no-bias"):  # the recipe's
+    for opt in ("--min-lr FLOAT", "--no-bias"):  # the recipe's
         assert flat.split(f"{opt} ", 1)[1].startswith("gpt2:"), opt
+    for opt in ("--weight-decay FLOAT", "--grad-clip FLOAT"):  # both families' AdamW
+        assert flat.split(f"{opt} ", 1)[1].startswith(("AdamW", "clip")), opt
     assert "else uint32" in " ".join(run("prepare", "--help").output.split())
     one = tmp_path / "one.txt"
     one.write_text("a" * 100)

@@ -143,9 +143,8 @@ class DeviceModel:
         return cls(rt, config, rt.entry("make_state", *config.init_sizes(), step,
                                         flat_state(config, params, m, v)))
 
-    def _arrays(self, entry: str, state=None) -> dict[str, np.ndarray]:
-        flat = self.rt.numpy(self.rt.entry(entry, self.state if state is None else state))
-        return unflatten(flat, self.config)
+    def _arrays(self, entry: str) -> dict[str, np.ndarray]:
+        return unflatten(self.rt.numpy(self.rt.entry(entry, self.state)), self.config)
 
     def params(self) -> dict[str, np.ndarray]:
         """The parameters as the device's float32 arrays (shapes: config.shapes())."""
