@@ -90,15 +90,13 @@ def test_stop_save_resume_is_bit_identical(arch, fmt, text_file, shard_dir, tmp_
     again.run()
     assert again.step == 8
     assert np.array_equal(again.losses, whole.losses)
-    # (microgpt's checkpoints carry no norms: its resumed run has none before step 3)
-    saved = slice(0 if arch == "gpt2" else 3, None)
-    assert np.array_equal(again.norms[saved], whole.norms[saved])
+    assert np.array_equal(again.norms, whole.norms)
     for name, a in whole.model.params().items():
         assert np.array_equal(again.model.params()[name], a), name
     assert again.evals == whole.evals
     final = again.checkpoint()
     assert final.data_format == fmt and np.array_equal(final.losses, whole.losses)
-    assert (final.norms is None) == (arch == "microgpt")
+    assert np.array_equal(final.norms, whole.norms)
 
 
 @pytest.mark.parametrize("arch,fmt", COMBOS[:4])
@@ -289,3 +287,22 @@ def test_resume_of_gpt2_on_lines_keeps_the_recipe(tmp_path):
     r = CliRunner().invoke(main, ["train", "--resume", str(out), "--min-lr", "0.5"])
     line = assert_one_line_error(r, "--min-lr 0.5 conflicts with", "leave it out when resuming")
     assert r.exit_code == 2, line
+
+
+@pytest.mark.parametrize("option", ["--weight-decay", "--grad-clip"])
+def test_resume_of_microgpt_keeps_its_default_decay_and_clip(tmp_path, option):
+    """A microgpt run trained without --weight-decay/--grad-clip (0, which its checkpoint
+    leaves out) refuses another value at --resume in one line, as a stored value is
+    refused (the trial of issue 42: it was silently dropped); the same value is fine."""
+    from cli_helpers import assert_one_line_error, small_data
+
+    out = tmp_path / "m.safetensors"
+    r = CliRunner().invoke(main, ["train", "--data", str(small_data(tmp_path, 40)), "--steps",
+                                  "4", "--samples", "0", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["train", "--resume", str(out), option, "0.1"])
+    line = assert_one_line_error(r, f"{option} 0.1 conflicts with", "whose run has",
+                                 f"{option} 0.0", "leave it out when resuming")
+    assert r.exit_code == 2, line
+    r = CliRunner().invoke(main, ["train", "--resume", str(out), option, "0", "--samples", "0"])
+    assert r.exit_code == 0, r.output

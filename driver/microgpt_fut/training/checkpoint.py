@@ -4,8 +4,8 @@ Tensors (float32) carry the model's names: microgpt's state_dict names (``wte``,
 ``wpe``, ``lm_head``, ``layer{i}.attn_wq`` ... ``layer{i}.mlp_fc2``, models/microgpt.py) or
 Hugging Face GPT-2's (``wte.weight``, ``h.{i}.attn.c_attn.weight`` ..., models/gpt2.py),
 and Adam's moments under ``adam.m.`` and ``adam.v.`` with the same names;
-``train.losses`` [step] is the loss of every step so far (and for text runs
-``train.grad_norms`` [step] each step's gradient norm). The metadata ``arch``
+``train.losses`` [step] is the loss of every step so far and ``train.grad_norms``
+[step] each step's gradient norm (absent in microgpt's checkpoints of before 2026-12). The metadata ``arch``
 (microgpt or gpt2) and ``data_format`` (lines or text) say which; absent, they
 are microgpt and lines. The safetensors metadata (strings) holds
 FORMAT, the config and vocabulary as JSON, the step, and the run's settings and
@@ -76,7 +76,7 @@ class Checkpoint:
     BOS = len(vocab)); empty when ``tokenizer`` is not a CharVocab.
     train: the run's settings (TRAIN_KEYS), as ints, floats and str.
     losses: float32 [step], the loss of each step so far, or None (not stored).
-    norms: float32 [step], each step's gradient norm (text runs), or None.
+    norms: float32 [step], each step's gradient norm, or None (not stored).
     evals: [[step, train loss, val loss], ...] of the evaluations so far (text runs;
     with train --eval-choices, [step, train, val, acc, acc_norm]);
     val loss is NaN when the run has no validation split (stored as JSON null).

@@ -44,7 +44,6 @@ class Family:
 
     arch: str
     program: str
-    saves_norms: bool  # whether its checkpoints carry the steps' gradient norms
     config_class: type
     device_model: type
     # the train options of the model's sizes (click's names; config's fields) and of its
@@ -125,7 +124,6 @@ class Microgpt(Family):
     """microgpt's model and Adam."""
 
     arch, program = "microgpt", "microgpt"
-    saves_norms = False  # (checkpoint.py: microgpt's format has none)
     config_class, device_model = MicrogptConfig, MicrogptModel
     optimizer_options = {k: shown(getattr(Adam, k))
                          for k in ("lr", "beta1", "beta2", "weight_decay", "grad_clip")}
@@ -141,7 +139,6 @@ class GPT2(Family):
     """GPT-2's model and nanoGPT's recipe (optimizer.Recipe)."""
 
     arch, program = "gpt2", "gpt2"
-    saves_norms = True
     config_class, device_model = GPT2Config, GPT2Model
     size_options = Family.size_options + ("bias",)
     # the schedule's defaults depend on --lr and --steps (the rest are Recipe's)

@@ -299,10 +299,18 @@ def _resume(o: dict, given: dict, family: Family, kind: Kind) -> Plan:
             f"--steps {steps} does not match {where}: its run has {t['num_steps']} steps in "
             f"total (the learning rate's schedule ends at step {t['num_steps']}); leave --steps "
             "out to finish that run")
+    try:
+        settings = Settings.from_train(t, o["steps_per_call"], o["threads"])
+    except KeyError as e:
+        raise ResumeError(f"{where} lacks the {e.args[0]!r} metadata its run needs to "
+                          "resume") from None
     for name, key in FIXED.items():
-        if given.get(name) is not None and key in t and given[name] != t[key]:
+        # a setting the checkpoint leaves out has its optimiser's default (microgpt's
+        # weight_decay and grad_clip: 0)
+        have = t[key] if key in t else getattr(settings.optimizer, key, None)
+        if given.get(name) is not None and have is not None and given[name] != have:
             raise ResumeConflict(f"{opt(name)} {given[name]} conflicts with {where}, whose run "
-                                 f"has {opt(name)} {t[key]}; leave it out when resuming")
+                                 f"has {opt(name)} {have}; leave it out when resuming")
     block = given.get("block_size")
     if block is not None and block > ck.config.block_size:
         raise ResumeConflict(f"--block-size {block} is larger than the positional table of "
@@ -313,11 +321,6 @@ def _resume(o: dict, given: dict, family: Family, kind: Kind) -> Plan:
             raise ResumeConflict(f"{given_as(name, given[name])} conflicts with {where}, which "
                                  f"has {given_as(name, have)}; a resumed run keeps the checkpoint's "
                                  "model sizes")
-    try:
-        settings = Settings.from_train(t, o["steps_per_call"], o["threads"])
-    except KeyError as e:
-        raise ResumeError(f"{where} lacks the {e.args[0]!r} metadata its run needs to "
-                          "resume") from None
     data = o["data"] if o["data"] is not None else kind.stored_data(ck, where)
     choices = o["eval_choices"] or t.get("eval_choices")
     return Plan(family, kind, settings, o["out"] if "out" in given else path, data,

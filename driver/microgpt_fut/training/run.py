@@ -361,7 +361,10 @@ class Run:
         if self.choices is not None:
             train["eval_choices"] = self.choices[0]
         vocab, tokenizer = self.dataset.checkpoint_vocab()
-        norms = self.norms.copy() if self.family.saves_norms else None
+        # each step's gradient norm; none when some are unknown (a microgpt run resumed
+        # from a checkpoint of before 2026-12, which kept none)
+        norms = self.norms.copy()
+        norms = norms if np.isfinite(norms).all() else None
         return Checkpoint(self.model.config, vocab, params, m, v, self.step, train,
                           self.losses.copy(), self.dataset.data_format, norms,
                           [list(e) for e in self.evals] if self.dataset.evaluates else None,
