@@ -11,7 +11,7 @@ settings (``kernel_args``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 
@@ -80,6 +80,7 @@ class Adam(_Optimizer):
     beta1: float = 0.85
     beta2: float = 0.99
     eps: float = 1e-8
+    _: KW_ONLY  # (microgpt's own settings are the four above, in its order)
     weight_decay: float = 0.0
     grad_clip: float = 0.0
 
@@ -171,4 +172,5 @@ def optimizer_from_train(train: dict) -> Adam | Recipe:
                       beta2=train["beta2"], eps=train["eps"],
                       weight_decay=train["weight_decay"], grad_clip=train["grad_clip"])
     return Adam(train["lr"], train["beta1"], train["beta2"], train["eps"],
-                train.get("weight_decay", 0.0), train.get("grad_clip", 0.0))
+                weight_decay=train.get("weight_decay", 0.0),
+                grad_clip=train.get("grad_clip", 0.0))
