@@ -329,3 +329,20 @@ def test_gpt2_counts_non_finite_values_on_the_device(gpt2_rt, where):
     got = float(gpt2_rt.numpy(gpt2_rt.entry("nonfinite_count", model.state))[0])
     assert got == want == (0 if where == "none" else len(params))
     assert model.finite() == (where == "none")
+
+
+@pytest.mark.parametrize("arch", ["microgpt", "gpt2"])
+def test_a_decay_that_breaks_the_weights_names_weight_decay(tmp_path, arch):
+    """AdamW's decay scales each decayed weight by 1 - lr x weight_decay: at 1 or more the
+    run diverges whatever --lr's own size, so the one-line error names --weight-decay and
+    the product, not --lr (the trial of issue 42: --weight-decay 1e30 said 'try a smaller
+    --lr')."""
+    need_backend("c")
+    out = tmp_path / "m.safetensors"
+    r = run_cli("train", "--arch", arch, "--data", small_data(tmp_path, 50), "--steps", "6",
+                "--n-embd", "16", "--n-head", "2", "--weight-decay", "1e30", "--samples", "0",
+                "--out", out)
+    line = assert_one_line_error(r, "training diverged at step", "try a smaller --weight-decay",
+                                 "x --weight-decay 1e+30 must stay below 1")
+    assert "smaller --lr" not in line
+    assert not out.exists()

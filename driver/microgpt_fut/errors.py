@@ -67,13 +67,14 @@ class Diverged(RuntimeError):
     is one line naming the step.
     """
 
-    def __init__(self, step: int, num_steps: int, what: str, ranks: tuple[int, ...] = ()):
+    def __init__(self, step: int, num_steps: int, what: str, ranks: tuple[int, ...] = (),
+                 hint: str = "try a smaller --lr"):
         by = ""
         if ranks:
             by = (f", in rank {ranks[0]}'s share of the batch" if len(ranks) == 1 else
                   f", in the shares of ranks {', '.join(map(str, ranks))}")
         super().__init__(f"training diverged at step {step} of {num_steps}: {what}{by} "
-                         "(try a smaller --lr)")
+                         f"({hint})")
         self.step = step
 
 

@@ -328,7 +328,8 @@ class Run:
                     ranks = getattr(self.model, "bad_ranks", ())
                     self.model.state = state
                     self.rewind(step)
-                    return Diverged(step + 1, self.settings.num_steps, what, ranks)
+                    return Diverged(step + 1, self.settings.num_steps, what, ranks,
+                                    self._hint())
                 step, state = step + 1, self.model.state
             break
         # Not reproduced (only possible on a non-deterministic backend): name the range.
@@ -337,7 +338,17 @@ class Run:
         self.rewind(step)
         return Diverged(first + 1, self.settings.num_steps,
                         f"the loss or the state became NaN or infinite within steps "
-                        f"{first + 1}..{end}")
+                        f"{first + 1}..{end}", hint=self._hint())
+
+    def _hint(self) -> str:
+        """What to change after a divergence: AdamW's decay multiplies each decayed
+        weight by 1 - lr x weight_decay, which at 1 or more flips or zeroes it, whatever
+        the learning rate's size otherwise."""
+        o = self.settings.optimizer
+        if o.lr * o.weight_decay >= 1:
+            return (f"try a smaller --weight-decay: --lr {o.lr:g} x --weight-decay "
+                    f"{o.weight_decay:g} must stay below 1")
+        return "try a smaller --lr"
 
     # -- saving ----------------------------------------------------------------------------
 
