@@ -168,7 +168,6 @@ module gpt2_model = {
          mlp_proj_w = take_3d xs o[12] L C F, mlp_proj_b = take_2d xs o[13] L C,
          ln_f_w = take_1d xs o[14] C, ln_f_b = take_1d xs o[15] C }
   def params_map2 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b = params_map2 f a b
-  def params_map3 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3 f a b c
   def params_map3_decay [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3_decay f a b c
   def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) = params_sum_sq p
   def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64) =

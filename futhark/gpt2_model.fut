@@ -65,12 +65,6 @@ def params_map3_decay [V][C][T][L][F] (f: bool -> f32 -> f32 -> f32 -> f32)
        mlp_proj_b = map3_2d n a.mlp_proj_b b.mlp_proj_b c.mlp_proj_b,
        ln_f_w = map3 n a.ln_f_w b.ln_f_w c.ln_f_w, ln_f_b = map3 n a.ln_f_b b.ln_f_b c.ln_f_b }
 
--- | Apply `f` to every triple of corresponding weights.
-def params_map3 [V][C][T][L][F] (f: f32 -> f32 -> f32 -> f32)
-                (a: params [V][C][T][L][F]) (b: params [V][C][T][L][F])
-                (c: params [V][C][T][L][F]) : params [V][C][T][L][F] =
-  params_map3_decay (\_ -> f) a b c
-
 -- | The sum of the squares of every weight (a squared global L2 norm).
 def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) : f32 =
   sum_sq_2d p.wte + sum_sq_2d p.wpe + sum_sq_2d p.ln_1_w + sum_sq_2d p.ln_1_b

@@ -28,15 +28,12 @@ module type gpt_model = {
   val unflat [P] : (V: i64) -> (C: i64) -> (T: i64) -> (L: i64) -> (F: i64) -> [P]f32
              -> params [V][C][T][L][F]
 
-  -- | Apply `f` to every pair / triple of corresponding weights.
+  -- | Apply `f` to every pair of corresponding weights.
   val params_map2 [V][C][T][L][F] : (f32 -> f32 -> f32)
                                   -> params [V][C][T][L][F] -> params [V][C][T][L][F]
                                   -> params [V][C][T][L][F]
-  val params_map3 [V][C][T][L][F] : (f32 -> f32 -> f32 -> f32)
-                                  -> params [V][C][T][L][F] -> params [V][C][T][L][F]
-                                  -> params [V][C][T][L][F] -> params [V][C][T][L][F]
-  -- | As `params_map3`; f's first argument says whether weight decay applies to
-  -- the tensor (nanoGPT: tensors of two or more dimensions, not biases or norms).
+  -- | Apply `f` to every triple of corresponding weights; f's first argument says
+  -- whether weight decay applies to the tensor (nanoGPT: tensors of two or more dimensions, not biases or norms).
   val params_map3_decay [V][C][T][L][F] : (bool -> f32 -> f32 -> f32 -> f32)
                                         -> params [V][C][T][L][F] -> params [V][C][T][L][F]
                                         -> params [V][C][T][L][F] -> params [V][C][T][L][F]

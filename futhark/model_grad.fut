@@ -115,7 +115,6 @@ module microgpt_model = {
          attn_wv = take_3d xs o[5] L C C, attn_wo = take_3d xs o[6] L C C,
          mlp_fc1 = take_3d xs o[7] L F C, mlp_fc2 = take_3d xs o[8] L C F }
   def params_map2 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b = params_map2 f a b
-  def params_map3 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3 f a b c
   def params_map3_decay [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3_decay f a b c
   def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) = params_sum_sq p
   def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64) (tokens: [n]i64) =
