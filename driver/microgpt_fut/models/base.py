@@ -81,20 +81,35 @@ def flat_state(config: GPTConfigBase, params: dict[str, np.ndarray],
 
     Raises ValueError naming the first tensor whose shape does not match ``config``.
     """
-    config.validate()
-    shapes = config.shapes()
     out = np.zeros((3, config.num_tensor_elements()), np.float32)
     for row, (group, d) in enumerate((("", params), ("adam.m.", m), ("adam.v.", v))):
-        if d is None:
-            continue
-        at = 0
-        for n, shape in shapes.items():
-            a = np.asarray(d[n])
-            if a.shape != shape:
-                raise ValueError(f"tensor {group}{n} has shape {a.shape}, config needs {shape}")
-            out[row, at:at + a.size] = a.ravel()
-            at += a.size
+        if d is not None:
+            flat_vector(config, d, group, out[row])
     return out
+
+
+def flat_vector(config: GPTConfigBase, arrays: dict[str, np.ndarray], group: str = "",
+                out: np.ndarray | None = None) -> np.ndarray:
+    """The tensors of ``config.shapes()`` from ``arrays``, one after another: float32 [P]
+    (written into ``out`` when given: a row of ``flat_state``). Raises ValueError naming
+    the first tensor (``group``: its checkpoint prefix) whose shape does not match."""
+    out = np.empty(config.num_tensor_elements(), np.float32) if out is None else out
+    at = 0
+    for n, shape in config.shapes().items():
+        a = np.asarray(arrays[n])
+        if a.shape != shape:
+            raise ValueError(f"tensor {group}{n} has shape {a.shape}, config needs {shape}")
+        out[at:at + a.size] = a.ravel()
+        at += a.size
+    return out
+
+
+def valid_positions(tokens: np.ndarray, n_pos: np.ndarray | None) -> np.ndarray:
+    """The valid positions of each row of ``tokens`` (int64 [..., T+1]) as the kernels
+    take them: ``n_pos`` as contiguous int64 [...], or every row's T when None."""
+    if n_pos is None:
+        return np.full(np.shape(tokens)[:-1], np.shape(tokens)[-1] - 1, np.int64)
+    return np.ascontiguousarray(n_pos, dtype=np.int64)
 
 
 def unflatten(flat: np.ndarray, config: GPTConfigBase) -> dict[str, np.ndarray]:
@@ -136,10 +151,10 @@ class DeviceModel:
         """A model from float32 arrays of ``config.shapes()`` (the optimiser's moments zero
         when not given: made on the device, no host copies). Raises ValueError naming the
         first tensor whose shape does not match ``config``."""
+        config.validate()
         if m is None and v is None:
-            flat = flat_state(config, params)[0]
             return cls(rt, config, rt.entry("make_state_params", *config.init_sizes(), step,
-                                            flat))
+                                            flat_vector(config, params)))
         return cls(rt, config, rt.entry("make_state", *config.init_sizes(), step,
                                         flat_state(config, params, m, v)))
 
@@ -182,9 +197,7 @@ class DeviceModel:
         if tokens.ndim == 3:
             tokens = tokens[:, None]
             n_pos = None if n_pos is None else np.asarray(n_pos)[:, None]
-        if n_pos is None:
-            n_pos = np.full(tokens.shape[:3], tokens.shape[3] - 1, np.int64)
-        n_pos = np.ascontiguousarray(n_pos, dtype=np.int64)
+        n_pos = valid_positions(tokens, n_pos)
         lrs = optimizer.lrs(self.step(), len(tokens), num_steps)
         self.state, losses, norms = self.rt.entry("train", self.state, tokens, n_pos, lrs,
                                                   *optimizer.kernel_args())
@@ -205,10 +218,8 @@ class DeviceModel:
         int64 [B, T+1], n_pos [B] (None: all T); the state is not modified. The
         gradient comes from the training kernel itself (one ``vjp`` less to compile): a
         step with beta1 = 0 and no clipping stores it as the first moment."""
+        n_pos = valid_positions(tokens, n_pos)[None, None]
         tokens = np.asarray(tokens, np.int64)[None, None]
-        n_pos = None if n_pos is None else np.asarray(n_pos, np.int64)[None, None]
-        if n_pos is None:
-            n_pos = np.full(tokens.shape[:3], tokens.shape[3] - 1, np.int64)
         state, losses, _ = self.rt.entry("train", self.state, tokens, n_pos,
                                          np.zeros(1, np.float32), np.float32(0),
                                          np.float32(0.99), np.float32(1e-8), np.float32(0),
@@ -224,10 +235,8 @@ class DeviceModel:
         """Mean loss of each of I batches tokens int64 [I, B, T+1] (float32 [I]), no
         gradient; n_pos int64 [I, B] valid positions per row (None: all T)."""
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
-        if n_pos is None:
-            n_pos = np.full(tokens.shape[:2], tokens.shape[2] - 1, np.int64)
         return self.rt.numpy(self.rt.entry("losses", self.state, tokens,
-                                           np.ascontiguousarray(n_pos, dtype=np.int64)))
+                                           valid_positions(tokens, n_pos)))
 
     def loss(self, tokens: np.ndarray, n_pos: np.ndarray | None = None) -> float:
         """Mean loss of one batch tokens [B, T+1] (``losses`` of one)."""

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .exchange import Exchange, shard_rows
-from ..models.base import DeviceModel, unflatten
+from ..models.base import DeviceModel, unflatten, valid_positions
 from ..backend.runtime import Runtime
 
 
@@ -139,9 +139,7 @@ class DataParallelModel:
         """As the device model's loss_grad: (mean loss, gradient by tensor) of one batch
         tokens [B, T+1], n_pos [B] (None: all T); no update."""
         tokens = np.asarray(tokens, np.int64)
-        if n_pos is None:
-            n_pos = np.full(len(tokens), tokens.shape[1] - 1, np.int64)
-        loss, grad = self._loss_grad(tokens, np.asarray(n_pos, np.int64))
+        loss, grad = self._loss_grad(tokens, valid_positions(tokens, n_pos))
         return loss, unflatten(grad, self.config)
 
     def train(self, tokens: np.ndarray, n_pos: np.ndarray | None, optimizer,
@@ -151,13 +149,12 @@ class DataParallelModel:
         leading shape or None (every position counts); (losses [K], gradient norms [K])."""
         tokens = np.asarray(tokens, np.int64)
         T1 = tokens.shape[-1]
-        if n_pos is None:
-            n_pos = np.full(tokens.shape[:-1], T1 - 1, np.int64)
+        n_pos = valid_positions(tokens, n_pos)
         losses, norms = np.zeros(len(tokens), np.float32), np.zeros(len(tokens), np.float32)
+        first = self.model.step()
         for k in range(len(tokens)):
-            losses[k], grad = self._loss_grad(tokens[k].reshape(-1, T1),
-                                              np.asarray(n_pos[k], np.int64).reshape(-1))
-            lr = optimizer.lr_at(self.model.step(), num_steps)
+            losses[k], grad = self._loss_grad(tokens[k].reshape(-1, T1), n_pos[k].reshape(-1))
+            lr = optimizer.lr_at(first + k, num_steps)
             norms[k] = self.model.apply_gradient(grad, lr, optimizer)
         return losses, norms
 
