@@ -54,6 +54,37 @@ def built_backends(program: str = "microgpt") -> list[str]:
     return [b for b in BACKENDS if module_path(library_name(b, program)) is not None]
 
 
+# A step's work per micro-batch (rows x positions x parameters, about a sixth of its
+# training FLOPs) from which multicore trains at least as fast as c on 2 vCPUs: measured
+# even at 1.1e8 (GPT-2, n_embd 64, B 32 x T 32), 1.2x at 2.7e8, 1.35x at nanoGPT's recipe
+# (6.2e8); below it c's single thread wins (bench/README.md, "The default backend").
+MULTICORE_WORK = 10**8
+
+
+def default_backend(program: str, work: int, split: bool = False) -> tuple[str, str | None]:
+    """The CPU backend that ``--backend`` defaults to for ``work``, and a note (one line,
+    or None) when the faster library is not built.
+
+    ``work``: rows x positions x parameters of a micro-batch (an int, no unit: about a
+    sixth of a training step's FLOPs; eval: one row of the context). ``split``: the run is already spread over
+    CPU threads (--threads) or MPI ranks, each running one thread; c then. multicore
+    when ``work >= MULTICORE_WORK`` and ``program``'s multicore library is built (its
+    reductions have a fixed split, so seeded runs repeat bit for bit for a given core
+    count); otherwise c. Sampling does not use this: c decodes faster at every size
+    measured (bench/README.md). Raises nothing; a missing c library is Runtime's error.
+    """
+    if split or work < MULTICORE_WORK:
+        return "c", None
+    target = library_name("multicore", program)
+    if module_path(target) is not None:
+        return "multicore", None
+    if module_path(library_name("c", program)) is None:
+        return "c", None  # Runtime's error names the build command alone
+    return "c", (f"note: running on c; `BACKENDS={target} ./build.sh` (minutes, once) builds "
+                 f"the multicore library, which trains a model this size faster and is then "
+                 f"the default")
+
+
 def module_path(backend: str) -> Path | None:
     """build.sh's CFFI module for ``backend`` (a name under build/, e.g. "c" or the
     bench's "seed_port"): ``build/<backend>/_microgpt_<backend>*.so``, or None."""

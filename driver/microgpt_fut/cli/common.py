@@ -21,7 +21,7 @@ from ..training import checkpoint as ckpt
 from ..errors import BackendError, CheckpointError, DataError, OptionConflict
 from ..interrupt import is_stdout_closed, stdout_closed, to_devnull
 from ..training.loop import first_line, lock_path
-from ..backend.runtime import Runtime
+from ..backend.runtime import Runtime, default_backend
 
 
 @contextlib.contextmanager
@@ -202,6 +202,18 @@ def exit_with(code: int, msg: str) -> click.ClickException:
     e = click.ClickException(msg)
     e.exit_code = code
     return e
+
+
+def backend_of(given: str | None, program: str, work: int, split: bool, say) -> str:
+    """--backend as given, else backend.runtime.default_backend's choice for kernel calls
+    of ``work`` (rows x positions x parameters; ``split``: over --threads or MPI ranks),
+    its note, when it has one, through ``say``."""
+    if given is not None:
+        return given
+    backend, note = default_backend(program, work, split)
+    if note is not None:
+        say(note)
+    return backend
 
 
 def runtime(backend: str, device: int | None, quiet: bool, program: str = "microgpt") -> Runtime:

@@ -7,7 +7,8 @@ import click
 
 from ..training import choices, hf
 from ..training.family import family_of
-from .common import bad_option, exit_if_stdout_closed, runtime, say_line, user_errors
+from .common import (backend_of, bad_option, exit_if_stdout_closed, runtime, say_line,
+                     say_note, user_errors)
 from .group import main
 from .options import option
 
@@ -36,6 +37,8 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
         choices.check_fits(examples, tok, ck.config.block_size,
                            f"--choices {str(choices_file)!r}")
     family = family_of(ck.config)
+    backend = backend_of(backend, family.program,
+                         ck.config.block_size * ck.config.num_params(), False, say_note)
     rt = runtime(backend, device, quiet=False, program=family.program)
     with user_errors():
         model = family.model(rt, ck.config, 0, params=ck.params, step=ck.step)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from ..backend.runtime import BACKENDS
+from ..backend.runtime import BACKENDS, MULTICORE_WORK
 from ..training import plan
 from ..training.family import FAMILIES
 from ..training.kinds import KINDS
@@ -81,10 +81,12 @@ OPTIONS: dict[str, Option] = dict([
                     "shards.", dict(type=click.Path(path_type=Path), default=None))),
     ("encoding", Option(("--encoding",), where("encoding", "text encoding of --data.  "
                         f"[default: {plan.DATA_DEFAULTS['encoding']}]"), dict(default=None))),
-    ("backend", Option(("--backend",), "Compiled kernels to run on. c (one CPU core) is the "
-                       "fastest on CPUs for microgpt's tiny sizes; multicore/opencl/cuda pay "
-                       "off for large batches.",
-                       dict(type=click.Choice(BACKENDS), default="c", show_default=True))),
+    ("backend", Option(("--backend",), "Compiled kernels to run on: c (one CPU core), "
+                       "multicore (every core), opencl, cuda.  [default: c; train and eval: "
+                       "multicore when its library is built and a micro-batch's work, rows x "
+                       f"positions x parameters, reaches {MULTICORE_WORK:,} (not with "
+                       "--threads or MPI)]",
+                       dict(type=click.Choice(BACKENDS), default=None))),
     ("device", Option(("--device",), "OpenCL device number (see `microgpt-fut devices`; "
                       "default: the first GPU, else the first device), or CUDA device number "
                       "(default: Futhark's choice).", dict(type=INT, default=None))),

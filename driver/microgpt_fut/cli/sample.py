@@ -58,7 +58,8 @@ def sample(ctx, **o):
     family = family_of(ck.config)
     contexts = min(o["threads"], total)
     rows = sample_rows(ck.config, contexts)  # before anything is allocated
-    rt = runtime(o["backend"], o["device"], quiet=False, program=family.program)
+    # c decodes faster than multicore at every size measured (bench/README.md)
+    rt = runtime(o["backend"] or "c", o["device"], quiet=False, program=family.program)
     with user_errors():
         model = family.model(rt, ck.config, 0, contexts, None, ck.params, step=ck.step)
         print_samples(kind.iter_samples(model, tok, n, temperature, o["seed"], prompts,

@@ -10,8 +10,8 @@ import click
 from ..parallel.mpi_world import World
 from ..training import choices, curves, plan
 from . import mpi as cli_mpi
-from .common import (check_out, exit_if_stdout_closed, lock_out, runtime, saved_step,
-                     say_note, user_errors)
+from .common import (backend_of, check_out, exit_if_stdout_closed, lock_out, runtime,
+                     saved_step, say_note, user_errors)
 from .group import main
 from .options import options
 from .values import check_threads, given_options
@@ -23,10 +23,9 @@ _RESUME_HELP = """With --resume FILE the run saved in FILE continues: its model 
 tokenizer, --steps (the run's total, which fixes the learning-rate schedule), the
 optimiser's options, --seed, --batch-size and the evaluations are the checkpoint's;
 give them only with the same values. The data is read again from the file or folder
-the checkpoint names (or --data) and must be the same. --out defaults to FILE. On the
-c backend the result is bit-identical to an uninterrupted run with the same --threads
-(multicore sums are not bit-reproducible even between two identical runs, so there it
-agrees to about 1e-6). An option that the run's model family and data do not read is
+the checkpoint names (or --data) and must be the same. --out defaults to FILE. On c
+the result is bit-identical to an uninterrupted run with the same --threads, and on
+multicore to one on as many cores. An option that the run's model family and data do not read is
 refused, naming where it applies."""
 
 
@@ -65,14 +64,16 @@ def train(ctx, **o):
     if kind.evaluates:
         with user_errors():
             curves.check_writable(out)
-    device = (cli_mpi.local_device(o["backend"], o["device"], world.local_rank)
-              if world is not None else o["device"])
-    rt = runtime(o["backend"], device, quiet, program=p.family.program)
     with user_errors():
         data = kind.open(p)
         config = p.config(data)
     T = config.block_size
-    check_memory(config, o["backend"], rt, s.batch_size, s.steps_per_call,
+    backend = backend_of(o["backend"], p.family.program, s.batch_size * T * config.num_params(),
+                         s.contexts > 1 or world is not None, say)
+    device = (cli_mpi.local_device(backend, o["device"], world.local_rank)
+              if world is not None else o["device"])
+    rt = runtime(backend, device, quiet, program=p.family.program)
+    check_memory(config, backend, rt, s.batch_size, s.steps_per_call,
                  kind.data_tokens(data, T), s.grad_accum, s.contexts * ranks_here(world),
                  s.eval_iters if kind.evaluates else 0, out)
     line, warning = kind.describe(data, T)
@@ -85,7 +86,7 @@ def train(ctx, **o):
     biases = f", {'with' if config.bias else 'no'} biases" if hasattr(config, "bias") else ""
     say(f"model: {config.arch}, {config.n_layer} layers, {config.n_head} heads, n_embd "
         f"{config.n_embd}, block size {T}{biases} | vocab size {config.vocab_size} | num params: "
-        f"{config.num_params():,} | backend: {o['backend']}"
+        f"{config.num_params():,} | backend: {backend}"
         + cli_mpi.describe(world, s.contexts) + (f" ({rt.device.name})" if rt.device else ""))
     exchange = world.exchange if world is not None else None
     with user_errors():
@@ -98,7 +99,7 @@ def train(ctx, **o):
         say(f"resuming {str(p.resume_path)!r} at step {run.step} of {run.num_steps}"
             + (": the run is complete, nothing to train" if run.done else ""))
     if world is not None:
-        cli_mpi.share_run(world, cli_mpi.RunSpec(run.checkpoint(), run.dataset, s, o["backend"],
+        cli_mpi.share_run(world, cli_mpi.RunSpec(run.checkpoint(), run.dataset, s, backend,
                                                  o["device"], o["save_every"], str(out)), run)
     ours = (p.resume.step if p.resume is not None and out.exists()
             and os.path.samefile(out, p.resume_path) else None)

@@ -72,8 +72,10 @@ def path_not_empty(ctx, param, value):
 
 
 
-def check_threads(threads: int, backend: str) -> None:
-    if threads > 1 and backend != "c":
+def check_threads(threads: int, backend: str | None) -> None:
+    """Refuse --threads N > 1 with a --backend other than c (None: the default, which is
+    c then)."""
+    if threads > 1 and backend not in (None, "c"):
         raise bad_option(f"--threads {threads} applies to --backend c only (multicore, "
                           "opencl and cuda run their own parallel kernels)")
 

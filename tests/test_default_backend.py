@@ -1,0 +1,93 @@
+"""`--backend`'s default: c, or multicore for a large step when its library is built.
+
+The rule (backend/runtime.default_backend) is checked against build folders that hold
+chosen libraries; the command line against this build (README's test command builds
+every CPU backend). Which backend is faster is bench's to measure (bench/README.md,
+"The default backend"), not a test's.
+"""
+from __future__ import annotations
+
+import csv
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import DATA_DIR, need_library
+from microgpt_fut.backend.runtime import MULTICORE_WORK, build_dir, default_backend
+from microgpt_fut.cli.commands import main
+
+SHAKESPEARE = DATA_DIR / "tinyshakespeare.txt"
+# nanoGPT's recipe shape: 12 x 64 positions x 809,856 parameters, 6.2e8 (multicore);
+# the small one: 4 x 16 x 5,152, 3.3e5 (c)
+RECIPE = ["--n-layer", "4", "--n-head", "4", "--n-embd", "128", "--block-size", "64",
+          "--batch-size", "12"]
+SMALL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16",
+         "--batch-size", "4"]
+
+
+def fake_build(folder, *targets):
+    """A build folder whose only libraries are ``targets`` (empty files: the rule looks
+    for them, nothing loads them)."""
+    for t in targets:
+        (folder / t).mkdir(parents=True)
+        (folder / t / f"_microgpt_{t}.cpython-311-x86_64-linux-gnu.so").touch()
+    return folder
+
+
+def test_the_rule_follows_the_work_the_split_and_the_builds(tmp_path, monkeypatch):
+    both = fake_build(tmp_path / "both", "gpt2_c", "gpt2_multicore", "c")
+    monkeypatch.setenv("MICROGPT_FUT_BUILD", str(both))
+    assert default_backend("gpt2", MULTICORE_WORK) == ("multicore", None)
+    assert default_backend("gpt2", MULTICORE_WORK - 1) == ("c", None)
+    assert default_backend("gpt2", 10 * MULTICORE_WORK, split=True) == ("c", None)
+    # microgpt's multicore library is not in this folder: c, and the note names it
+    backend, note = default_backend("microgpt", MULTICORE_WORK)
+    assert backend == "c" and "`BACKENDS=multicore ./build.sh`" in note
+    only_c = fake_build(tmp_path / "only_c", "gpt2_c")
+    monkeypatch.setenv("MICROGPT_FUT_BUILD", str(only_c))
+    backend, note = default_backend("gpt2", MULTICORE_WORK)
+    assert backend == "c" and "`BACKENDS=gpt2_multicore ./build.sh`" in note
+    assert default_backend("gpt2", MULTICORE_WORK - 1) == ("c", None)
+    # nothing built: no note beside Runtime's error, which names the build command
+    monkeypatch.setenv("MICROGPT_FUT_BUILD", str(tmp_path / "none"))
+    assert default_backend("gpt2", MULTICORE_WORK) == ("c", None)
+
+
+def train(tmp_path, name, sizes, *extra):
+    out = tmp_path / f"{name}.safetensors"
+    r = CliRunner().invoke(main, [
+        "train", "--arch", "gpt2", "--data-format", "text", "--data", str(SHAKESPEARE),
+        *sizes, "--steps", "3", "--eval-every", "3", "--eval-iters", "1", "--samples", "0",
+        "--out", str(out), *extra])
+    assert r.exit_code == 0, r.output
+    with open(out.with_name(f"{name}.losses.csv"), newline="") as f:
+        return r.stderr, list(csv.DictReader(f))
+
+
+def test_train_takes_multicore_for_the_recipe_and_c_for_a_small_model(tmp_path):
+    need_library("multicore", "gpt2")
+    err, rows = train(tmp_path, "recipe", RECIPE)
+    assert "backend: multicore" in err and "note:" not in err
+    # the same run as --backend multicore, bit for bit (its sums have a fixed split)
+    _, explicit = train(tmp_path, "explicit", RECIPE, "--backend", "multicore")
+    assert rows == explicit
+    err, _ = train(tmp_path, "small", SMALL)
+    assert "backend: c" in err
+    err, _ = train(tmp_path, "threads", RECIPE, "--threads", "2")
+    assert "backend: c on 2 threads" in err
+
+
+def test_without_the_multicore_library_the_note_says_how_to_build_it(tmp_path, monkeypatch):
+    need_library("c", "gpt2")
+    only_c = tmp_path / "build"
+    only_c.mkdir()
+    (only_c / "gpt2_c").symlink_to(build_dir() / "gpt2_c")
+    monkeypatch.setenv("MICROGPT_FUT_BUILD", str(only_c))
+    err, rows = train(tmp_path, "recipe", RECIPE)
+    assert "backend: c" in err
+    notes = [ln for ln in err.splitlines() if ln.startswith("note:")]
+    assert notes == ["note: running on c; `BACKENDS=gpt2_multicore ./build.sh` (minutes, once) "
+                     "builds the multicore library, which trains a model this size faster and "
+                     "is then the default"]
+    err, _ = train(tmp_path, "quiet", RECIPE, "--quiet")
+    assert err == ""
