@@ -150,7 +150,7 @@ def run_ours(backend: str, spec: RecipeSpec, quiet: bool = False) -> dict:
 
     t0 = time.perf_counter()
     label, backend = backend, ("c" if backend == THREADED else backend)
-    p = spec.plan
+    p = replace(spec.plan)  # Plan.start lets go of the arrays weights() reads
     rt = Runtime(backend, quiet=True, program=p.family.program)
     data = p.kind.open(p)
     config = p.config(data)
