@@ -48,6 +48,11 @@ def test_the_rule_follows_the_work_the_split_and_the_builds(tmp_path, monkeypatc
     backend, note = default_backend("gpt2", MULTICORE_WORK)
     assert backend == "c" and "`BACKENDS=gpt2_multicore ./build.sh`" in note
     assert default_backend("gpt2", MULTICORE_WORK - 1) == ("c", None)
+    # only multicore built: it runs every size (but --threads needs c)
+    only_mc = fake_build(tmp_path / "only_multicore", "gpt2_multicore")
+    monkeypatch.setenv("MICROGPT_FUT_BUILD", str(only_mc))
+    assert default_backend("gpt2", 1) == ("multicore", None)
+    assert default_backend("gpt2", MULTICORE_WORK, split=True) == ("c", None)
     # nothing built: no note beside Runtime's error, which names the build command
     monkeypatch.setenv("MICROGPT_FUT_BUILD", str(tmp_path / "none"))
     assert default_backend("gpt2", MULTICORE_WORK) == ("c", None)
@@ -75,6 +80,31 @@ def test_train_takes_multicore_for_the_recipe_and_c_for_a_small_model(tmp_path):
     assert "backend: c" in err
     err, _ = train(tmp_path, "threads", RECIPE, "--threads", "2")
     assert "backend: c on 2 threads" in err
+    # --threads asks for c even where a batch of 1 row leaves one context
+    err, _ = train(tmp_path, "one_row", [*RECIPE[:-1], "1"], "--threads", "2")
+    assert "backend: c" in err and "note:" not in err
+
+
+@pytest.mark.parametrize("given", [[], ["--backend", "c"]])
+def test_the_resume_hint_names_the_backend_where_the_default_is_another(
+        tmp_path, monkeypatch, given):
+    """A run pinned to c at the recipe's shape, stopped, continues bit for bit only on
+    c: the hint says --backend c; a run on the default needs nothing more."""
+    need_library("multicore", "gpt2")
+    from cli_helpers import sigint_at_step
+    from microgpt_fut.models.gpt2 import GPT2Model
+
+    out = tmp_path / "run.safetensors"
+    with monkeypatch.context() as m:
+        sigint_at_step(m, GPT2Model, 2)
+        r = CliRunner().invoke(main, [
+            "train", "--arch", "gpt2", "--data-format", "text", "--data", str(SHAKESPEARE),
+            *RECIPE, "--steps", "4", "--steps-per-call", "2", "--eval-every", "4",
+            "--eval-iters", "1", "--samples", "0", "--out", str(out), *given])
+    assert r.exit_code == 130, r.output
+    hint = r.stderr.strip().splitlines()[-1]
+    assert hint.endswith(f"continue with: microgpt-fut train --resume {out}"
+                         + (" --backend c" if given else "")), hint
 
 
 def test_without_the_multicore_library_the_note_says_how_to_build_it(tmp_path, monkeypatch):
@@ -87,7 +117,7 @@ def test_without_the_multicore_library_the_note_says_how_to_build_it(tmp_path, m
     assert "backend: c" in err
     notes = [ln for ln in err.splitlines() if ln.startswith("note:")]
     assert notes == ["note: running on c; `BACKENDS=gpt2_multicore ./build.sh` (minutes, once) "
-                     "builds the multicore library, which trains a model this size faster and "
+                     "builds the multicore library, which runs a model this size faster and "
                      "is then the default"]
     err, _ = train(tmp_path, "quiet", RECIPE, "--quiet")
     assert err == ""

@@ -70,18 +70,18 @@ def default_backend(program: str, work: int, split: bool = False) -> tuple[str, 
     CPU threads (--threads) or MPI ranks, each running one thread; c then. multicore
     when ``work >= MULTICORE_WORK`` and ``program``'s multicore library is built (its
     reductions have a fixed split, so seeded runs repeat bit for bit for a given core
-    count); otherwise c. Sampling does not use this: c decodes faster at every size
+    count), or when it is the only one built; otherwise c. Sampling does not use this: c decodes faster at every size
     measured (bench/README.md). Raises nothing; a missing c library is Runtime's error.
     """
-    if split or work < MULTICORE_WORK:
-        return "c", None
     target = library_name("multicore", program)
-    if module_path(target) is not None:
+    multicore = module_path(target) is not None
+    c = module_path(library_name("c", program)) is not None
+    if multicore and not split and (work >= MULTICORE_WORK or not c):
         return "multicore", None
-    if module_path(library_name("c", program)) is None:
-        return "c", None  # Runtime's error names the build command alone
+    if split or multicore or work < MULTICORE_WORK or not c:
+        return "c", None  # a missing c library: Runtime's error names the build command
     return "c", (f"note: running on c; `BACKENDS={target} ./build.sh` (minutes, once) builds "
-                 f"the multicore library, which trains a model this size faster and is then "
+                 f"the multicore library, which runs a model this size faster and is then "
                  f"the default")
 
 

@@ -37,8 +37,9 @@ def eval_command(ctx, checkpoint, choices_file, backend, device):
         choices.check_fits(examples, tok, ck.config.block_size,
                            f"--choices {str(choices_file)!r}")
     family = family_of(ck.config)
+    rows = max(len(e.endings) for e in examples)  # one call's rows: an example's endings
     backend = backend_of(backend, family.program,
-                         ck.config.block_size * ck.config.num_params(), False, say_note)
+                         rows * ck.config.block_size * ck.config.num_params(), False, say_note)
     rt = runtime(backend, device, quiet=False, program=family.program)
     with user_errors():
         model = family.model(rt, ck.config, 0, params=ck.params, step=ck.step)

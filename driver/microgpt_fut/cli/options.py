@@ -81,12 +81,16 @@ OPTIONS: dict[str, Option] = dict([
                     "shards.", dict(type=click.Path(path_type=Path), default=None))),
     ("encoding", Option(("--encoding",), where("encoding", "text encoding of --data.  "
                         f"[default: {plan.DATA_DEFAULTS['encoding']}]"), dict(default=None))),
-    ("backend", Option(("--backend",), "Compiled kernels to run on: c (one CPU core), "
-                       "multicore (every core), opencl, cuda.  [default: c; train and eval: "
-                       "multicore when its library is built and a micro-batch's work, rows x "
-                       f"positions x parameters, reaches {MULTICORE_WORK:,} (not with "
-                       "--threads or MPI)]",
-                       dict(type=click.Choice(BACKENDS), default=None))),
+    ("backend", Option(("--backend",), {
+        command: "Compiled kernels to run on: c (one CPU core), multicore (every core), "
+                 "opencl, cuda.  [default: " + rule + "]"
+        for command, rule in [
+            ("train", f"multicore when its library is built and a micro-batch's rows x "
+                      f"positions x parameters reach {MULTICORE_WORK:,}, else c; c with "
+                      "--threads or MPI"),
+            ("", f"multicore when its library is built and an example's endings x "
+                 f"block size x parameters reach {MULTICORE_WORK:,}, else c"),
+            ("sample", "c")]}, dict(type=click.Choice(BACKENDS), default=None))),
     ("device", Option(("--device",), "OpenCL device number (see `microgpt-fut devices`; "
                       "default: the first GPU, else the first device), or CUDA device number "
                       "(default: Futhark's choice).", dict(type=INT, default=None))),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..backend.runtime import default_backend
 from ..parallel.mpi_world import World
 from ..training import choices, curves, plan
 from . import mpi as cli_mpi
@@ -68,8 +69,9 @@ def train(ctx, **o):
         data = kind.open(p)
         config = p.config(data)
     T = config.block_size
-    backend = backend_of(o["backend"], p.family.program, s.batch_size * T * config.num_params(),
-                         s.contexts > 1 or world is not None, say)
+    work = s.batch_size * T * config.num_params()
+    backend = backend_of(o["backend"], p.family.program, work,
+                         o["threads"] > 1 or world is not None, say)
     device = (cli_mpi.local_device(backend, o["device"], world.local_rank)
               if world is not None else o["device"])
     rt = runtime(backend, device, quiet, program=p.family.program)
@@ -106,8 +108,12 @@ def train(ctx, **o):
     stopped = train_and_save(run, out, o["save_every"], say, quiet, ours, world,
                              curves_beside=kind.evaluates)
     if stopped:
-        exit_saved(ctx, stopped, run, out, f" --threads {s.threads}" if s.contexts > 1 else "",
-                   world)
+        # the command that continues it bit for bit: its --threads, and its backend
+        # where that command's default would be another
+        threads = f" --threads {s.threads}" if s.contexts > 1 else ""
+        again, _ = default_backend(p.family.program, work, bool(threads) or world is not None)
+        exit_saved(ctx, stopped, run, out,
+                   (f" --backend {backend}" if backend != again else "") + threads, world)
     trained = run.step - (p.resume.step if p.resume is not None else 0)
     if trained:
         say(f"trained {trained} steps in {run.seconds:.2f} s "
