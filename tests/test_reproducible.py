@@ -161,3 +161,24 @@ def test_gradient_does_not_depend_on_heap_history(n_embd, batch):
             h.update(grad[name].tobytes())
         digests.add(h.hexdigest())
     assert len(digests) == 1, f"{len(digests)} different gradients from 30 identical calls"
+
+
+def test_an_evaluation_on_multicore_does_not_depend_on_the_calls_before_it(tmp_path):
+    """A run's evaluations, cold (its first calls) and warm, equal the mean of one-batch
+    calls' losses, bit for bit. multicore splits a call's sums by how many batches it
+    holds, and the calls' batch counts came from timing: a resumed run's first evaluation
+    differed from the straight run's in the last bits (new-user trial of issue 43)."""
+    need_backend("multicore")
+    from conftest import get_runtime
+    from microgpt_fut.cli.train import plan_of
+
+    p = plan_of(["--arch", "gpt2", "--data-format", "text", "--data",
+                 str(DATA_DIR / "tinyshakespeare.txt"), "--n-embd", "128", "--n-layer", "4",
+                 "--n-head", "4", "--block-size", "64", "--batch-size", "12",
+                 "--eval-iters", "6", "--out", str(tmp_path / "x.safetensors")])
+    data = p.kind.open(p)
+    run = p.start(get_runtime("multicore", "gpt2"), data, p.config(data))
+    cold, warm = run.evaluate(), run.evaluate()
+    want = [float(np.mean([run.model.loss(b) for b in run.dataset.eval_batches(
+                split, run.settings, run.step)], dtype=np.float64)) for split in ("train", "val")]
+    assert list(cold) == want and list(warm) == want

@@ -91,7 +91,10 @@ class Run:
         # evaluation (acc and acc_norm appended to the evaluation's entry)
         self.choices: tuple[str, list] | None = None
         self.pacer = CallPacer(settings.steps_per_call)
-        self.eval_pacer = CallPacer(getattr(settings, "eval_iters", 1))
+        # one evaluation batch a call: multicore splits a call's sums by how many batches
+        # it holds (1 or more), so counts chosen by timing made a resumed run's
+        # evaluations differ from the straight run's in the last bits
+        self.eval_pacer = CallPacer(1)
         self.trust()  # a fresh model, or a checkpoint's (checkpoint.load refuses NaN)
 
     @classmethod
@@ -179,8 +182,8 @@ class Run:
         ``choices`` the multiple-choice acc and acc_norm (choices.evaluate: one device
         call per example); recorded and returned as (train, val[, acc, acc_norm]).
 
-        The batches go to the device a few at a time (about pacing.CALL_SECONDS a
-        call; each batch's loss is its own, so the mean does not depend on it). When
+        The batches go to the device one a call, so each batch's loss is the same bits
+        whatever came before (``eval_pacer``). When
         ``should_stop()`` turns true between calls, the evaluation is abandoned
         (None, nothing recorded); ``run`` does it first when the run continues.
         """
