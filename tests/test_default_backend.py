@@ -8,6 +8,7 @@ every CPU backend). Which backend is faster is bench's to measure (bench/README.
 from __future__ import annotations
 
 import csv
+import json
 
 import pytest
 from click.testing import CliRunner
@@ -85,15 +86,21 @@ def test_train_takes_multicore_for_the_recipe_and_c_for_a_small_model(tmp_path):
     assert "backend: c" in err and "note:" not in err
 
 
-@pytest.mark.parametrize("given", [[], ["--backend", "c"]])
+@pytest.mark.parametrize("given,built", [([], "all"), (["--backend", "c"], "all"),
+                                         ([], "only gpt2_c")])
 def test_the_resume_hint_names_the_backend_where_the_default_is_another(
-        tmp_path, monkeypatch, given):
+        tmp_path, monkeypatch, given, built):
     """A run pinned to c at the recipe's shape, stopped, continues bit for bit only on
-    c: the hint says --backend c; a run on the default needs nothing more."""
+    c: the hint says --backend c, as it does for a run on c for want of the multicore
+    library (which the note says to build); a run on the default needs nothing more."""
     need_library("multicore", "gpt2")
     from cli_helpers import sigint_at_step
     from microgpt_fut.models.gpt2 import GPT2Model
 
+    if built != "all":
+        (tmp_path / "build").mkdir()
+        (tmp_path / "build" / "gpt2_c").symlink_to(build_dir() / "gpt2_c")
+        monkeypatch.setenv("MICROGPT_FUT_BUILD", str(tmp_path / "build"))
     out = tmp_path / "run.safetensors"
     with monkeypatch.context() as m:
         sigint_at_step(m, GPT2Model, 2)
@@ -104,7 +111,26 @@ def test_the_resume_hint_names_the_backend_where_the_default_is_another(
     assert r.exit_code == 130, r.output
     hint = r.stderr.strip().splitlines()[-1]
     assert hint.endswith(f"continue with: microgpt-fut train --resume {out}"
-                         + (" --backend c" if given else "")), hint
+                         + (" --backend c" if given or built != "all" else "")), hint
+
+
+def test_sample_runs_on_multicore_where_only_that_library_is_built(tmp_path, monkeypatch):
+    """sample's default is c; with only multicore built it runs there (its text may
+    differ from c's in a draw where float rounding tips it, so only its form is checked)."""
+    need_library("multicore", "gpt2")
+    train(tmp_path, "small", SMALL)
+    args = ["sample", "--checkpoint", str(tmp_path / "small.safetensors"), "--prompt", "A",
+            "--max-new-tokens", "20", "--plain"]
+    on_c = CliRunner().invoke(main, args)
+    assert on_c.exit_code == 0, on_c.output
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "gpt2_multicore").symlink_to(build_dir() / "gpt2_multicore")
+    monkeypatch.setenv("MICROGPT_FUT_BUILD", str(tmp_path / "build"))
+    on_mc = CliRunner().invoke(main, args)
+    assert on_mc.exit_code == 0, on_mc.output
+    for r in (on_c, on_mc):
+        text = json.loads(r.stdout)
+        assert text.startswith("A") and len(text) > 1
 
 
 def test_without_the_multicore_library_the_note_says_how_to_build_it(tmp_path, monkeypatch):

@@ -90,7 +90,8 @@ OPTIONS: dict[str, Option] = dict([
                       "--threads or MPI"),
             ("", f"multicore when its library is built and an example's endings x "
                  f"block size x parameters reach {MULTICORE_WORK:,}, else c"),
-            ("sample", "c")]}, dict(type=click.Choice(BACKENDS), default=None))),
+            ("sample", "c, or multicore where only its library is built")]},
+        dict(type=click.Choice(BACKENDS), default=None))),
     ("device", Option(("--device",), "OpenCL device number (see `microgpt-fut devices`; "
                       "default: the first GPU, else the first device), or CUDA device number "
                       "(default: Futhark's choice).", dict(type=INT, default=None))),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..backend.runtime import default_backend
 from ..errors import DataError, OptionConflict
 from ..training import hf
 from ..training.family import family_of
@@ -58,8 +59,10 @@ def sample(ctx, **o):
     family = family_of(ck.config)
     contexts = min(o["threads"], total)
     rows = sample_rows(ck.config, contexts)  # before anything is allocated
-    # c decodes faster than multicore at every size measured (bench/README.md)
-    rt = runtime(o["backend"] or "c", o["device"], quiet=False, program=family.program)
+    # c decodes faster than multicore at every size measured (bench/README.md): work 0
+    # picks it, or multicore where only that library is built
+    backend = o["backend"] or default_backend(family.program, 0, o["threads"] > 1)[0]
+    rt = runtime(backend, o["device"], quiet=False, program=family.program)
     with user_errors():
         model = family.model(rt, ck.config, 0, contexts, None, ck.params, step=ck.step)
         print_samples(kind.iter_samples(model, tok, n, temperature, o["seed"], prompts,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..backend.runtime import default_backend
+from ..backend.runtime import default_backend, fastest_cpu_backend
 from ..parallel.mpi_world import World
 from ..training import choices, curves, plan
 from . import mpi as cli_mpi
@@ -109,11 +109,14 @@ def train(ctx, **o):
                              curves_beside=kind.evaluates)
     if stopped:
         # the command that continues it bit for bit: its --threads, and its backend
-        # where that command's default would be another
+        # where that command's default is another, or would be once every library is
+        # built (a run on c for want of multicore)
         threads = f" --threads {s.threads}" if s.contexts > 1 else ""
-        again, _ = default_backend(p.family.program, work, bool(threads) or world is not None)
-        exit_saved(ctx, stopped, run, out,
-                   (f" --backend {backend}" if backend != again else "") + threads, world)
+        split = bool(threads) or world is not None
+        again, _ = default_backend(p.family.program, work, split)
+        pin = backend != again or backend != fastest_cpu_backend(work, split)
+        exit_saved(ctx, stopped, run, out, (f" --backend {backend}" if pin else "") + threads,
+                   world)
     trained = run.step - (p.resume.step if p.resume is not None else 0)
     if trained:
         say(f"trained {trained} steps in {run.seconds:.2f} s "
