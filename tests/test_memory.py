@@ -98,11 +98,14 @@ print(int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
     assert used <= need.total <= 3 * used, (used, need)
 
 
-def test_gpt2_estimate_covers_the_batchs_activations(tmp_path):
-    """GPT-2 on c (the backward by hand holds the whole batch): what a batch of 96
-    windows takes beyond a batch of 12, measured, is within the estimate's difference,
-    and not 3x below it."""
-    need_backend("c")
+@pytest.mark.parametrize("backend", ["c", "multicore"])
+def test_gpt2_estimate_covers_the_batchs_activations(tmp_path, backend):
+    """GPT-2 on c and multicore (the backward by hand holds the whole batch): what a
+    batch of 96 windows takes beyond a batch of 12, measured, is within the estimate's
+    difference, and not 3x below it."""
+    from conftest import need_library
+
+    need_library(backend, "gpt2")
     from microgpt_fut.models.gpt2 import GPT2Config
 
     peaks = {}
@@ -111,10 +114,10 @@ def test_gpt2_estimate_covers_the_batchs_activations(tmp_path):
         r, peaks[b] = _train(tmp_path / str(b), "--arch", "gpt2", "--data-format", "text", "--data",
                              SHAKESPEARE, "--n-embd", 128, "--n-layer", 4, "--n-head", 4,
                              "--block-size", 64, "--batch-size", b, "--steps", 2,
-                             "--steps-per-call", 1, "--eval-iters", 1)
+                             "--steps-per-call", 1, "--eval-iters", 1, "--backend", backend)
         assert r.returncode == 0, r.stderr
     config = GPT2Config(65, 128, 4, 4, 64, None, False)
-    need = {b: memory.training_need(config, "c", b, 1, SHAKESPEARE.stat().st_size).total
+    need = {b: memory.training_need(config, backend, b, 1, SHAKESPEARE.stat().st_size).total
             for b in (12, 96)}
     used = (peaks[96] - peaks[12]) * 1024
     assert used <= need[96] - need[12] <= 3 * used, (used, need)
