@@ -56,8 +56,9 @@ def built_backends(program: str = "microgpt") -> list[str]:
 
 # A step's work per micro-batch (rows x positions x parameters, about a sixth of its
 # training FLOPs) from which multicore trains at least as fast as c on 2 vCPUs: measured
-# even at 1.1e8 (GPT-2, n_embd 64, B 32 x T 32), 1.2x at 2.7e8, 1.35x at nanoGPT's recipe
-# (6.2e8); below it c's single thread wins (bench/README.md, "The default backend").
+# even at 1.1e8 (GPT-2, n_embd 64, B 32 x T 32), 1.13-1.20x at 2.7e8, 1.33-1.42x at
+# nanoGPT's recipe (6.2e8); below it, even or c ahead (bench/README.md, "The default
+# backend").
 MULTICORE_WORK = 10**8
 
 
@@ -71,13 +72,14 @@ def default_backend(program: str, work: int, split: bool = False) -> tuple[str, 
     """The CPU backend that ``--backend`` defaults to for ``work``, and a note (one line,
     or None) when the faster library is not built.
 
-    ``work``: rows x positions x parameters of a micro-batch (an int, no unit: about a
-    sixth of a training step's FLOPs; eval: one row of the context). ``split``: the run is already spread over
-    CPU threads (--threads) or MPI ranks, each running one thread; c then. multicore
-    when ``work >= MULTICORE_WORK`` and ``program``'s multicore library is built (its
-    reductions have a fixed split, so seeded runs repeat bit for bit for a given core
-    count), or when it is the only one built; otherwise c. Sampling does not use this: c decodes faster at every size
-    measured (bench/README.md). Raises nothing; a missing c library is Runtime's error.
+    ``work``: rows x positions x parameters of one call (an int, no unit: train, a
+    micro-batch, about a sixth of its training FLOPs; eval, an example's endings x
+    block size). ``split``: the run is spread over CPU threads (--threads) or MPI
+    ranks, each running one thread: c. Otherwise ``fastest_cpu_backend``'s choice
+    where its library is built (multicore's reductions have a fixed split, so seeded
+    runs repeat bit for bit for a given core count), c where multicore is not (with
+    the note naming the command that builds it), and multicore where only it is.
+    Raises nothing: a missing library is Runtime's error.
     """
     target = library_name("multicore", program)
     multicore = module_path(target) is not None

@@ -26,7 +26,8 @@ optimiser's options, --seed, --batch-size and the evaluations are the checkpoint
 give them only with the same values. The data is read again from the file or folder
 the checkpoint names (or --data) and must be the same. --out defaults to FILE. On c
 the result is bit-identical to an uninterrupted run with the same --threads, and on
-multicore to one on as many cores. An option that the run's model family and data do not read is
+multicore to one on as many cores (the hint after a stop names the --backend and
+--threads that do). An option that the run's model family and data do not read is
 refused, naming where it applies."""
 
 
