@@ -413,7 +413,7 @@ def test_cuda_device_is_passed_to_futhark_or_rejected(monkeypatch, tmp_path):
     assert _FakeFuthark.kwargs["device"] == b"#1"  # Futhark's syntax for the 2nd device
     runtime.Runtime("cuda")
     assert "device" not in _FakeFuthark.kwargs
-    for bad, fragment in ((2, "there are 2 CUDA devices (0..1)"), (-1, "numbered from 0")):
+    for bad, fragment in ((2, "the CUDA devices here are numbered 0..1"), (-1, "numbered from 0")):
         with pytest.raises(BackendError, match=re.escape(fragment)):
             runtime.Runtime("cuda", device=bad)
     monkeypatch.setattr(runtime, "cuda_device_count", lambda: 0)
@@ -429,7 +429,8 @@ def test_cuda_device_out_of_range_through_the_cli(monkeypatch, tmp_path):
     monkeypatch.setattr(runtime, "cuda_device_count", lambda: 1)
     out = tmp_path / "m.safetensors"
     r = run("train", "--backend", "cuda", "--device", 3, "--out", out, "--steps", 2)
-    assert_one_line_error(r, "--device 3 is out of range", "1 CUDA devices")
+    assert_one_line_error(r, "--device 3 is out of range",
+                          "there is one CUDA device here, number 0")
     assert not out.exists()
 
 

@@ -154,6 +154,12 @@ def opencl_devices() -> list[OpenCLDevice]:
     return out
 
 
+def _numbered(n: int, kind: str) -> str:
+    """How n >= 1 devices of ``kind`` are numbered, for an out-of-range --device."""
+    return (f"there is one {kind} device here, number 0" if n == 1 else
+            f"the {kind} devices here are numbered 0..{n - 1}")
+
+
 def choose_opencl_device(index: int | None) -> OpenCLDevice:
     """The device numbered ``index``, or by default the first GPU, else the first device.
 
@@ -167,8 +173,8 @@ def choose_opencl_device(index: int | None) -> OpenCLDevice:
         gpus = [d for d in devs if d.is_gpu]
         return gpus[0] if gpus else devs[0]
     if not 0 <= index < len(devs):
-        raise BackendError(f"--device {index} is out of range: there are {len(devs)} OpenCL "
-                           f"devices (0..{len(devs) - 1}); see `microgpt-fut devices`")
+        raise BackendError(f"--device {index} is out of range: {_numbered(len(devs), 'OpenCL')}"
+                           "; see `microgpt-fut devices`")
     return devs[index]
 
 
@@ -247,8 +253,7 @@ def check_cuda_device(index: int) -> None:
     if n == 0:
         raise BackendError("no CUDA device found: use --backend opencl or c")
     if n is not None and index >= n:
-        raise BackendError(f"--device {index} is out of range: there are {n} CUDA devices "
-                           f"(0..{n - 1})")
+        raise BackendError(f"--device {index} is out of range: {_numbered(n, 'CUDA')}")
 
 
 # Two pocl 3.1 miscompiles, each worked around on pocl only (tests/test_pocl.py):
