@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import click
 
-from ..backend.runtime import default_backend
 from ..errors import DataError, OptionConflict
 from ..training import hf
 from ..training.family import family_of
 from ..training.kinds import KINDS
-from .common import bad_option, runtime, user_errors
+from .common import backend_of, bad_option, runtime, say_note, user_errors
 from .group import main
 from .options import check_sample_options, options
 from .values import INT64_MAX, check_threads, given_options
@@ -61,7 +60,7 @@ def sample(ctx, **o):
     rows = sample_rows(ck.config, contexts)  # before anything is allocated
     # c decodes faster than multicore at every size measured (bench/README.md): work 0
     # picks it, or multicore where only that library is built
-    backend = o["backend"] or default_backend(family.program, 0, o["threads"] > 1)[0]
+    backend = backend_of(o["backend"], family.program, 0, o["threads"] > 1, say_note)
     rt = runtime(backend, o["device"], quiet=False, program=family.program)
     with user_errors():
         model = family.model(rt, ck.config, 0, contexts, None, ck.params, step=ck.step)
