@@ -112,6 +112,11 @@ def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 -- every block is written whole, and those rows are dropped (a slice of rows
 -- from the start, which keeps the result's layout and needs no copy).  A
 -- panel past m (m not a multiple of 16) is written through a small array.
+-- The flattened blocks are `opaque`: otherwise Futhark folds the
+-- reshape into every later read, and an element-wise map over the result
+-- turned each flat index back into (block, row, column) by three integer
+-- divisions per element (GELU's backward alone took 11 % of the recipe's
+-- step on multicore).
 def gemm [K][J] (n: i64) (m: i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n][m]f32 =
   let rows ib =
     let i d = i64.min (6 * ib + d) (n - 1)
@@ -127,7 +132,7 @@ def gemm [K][J] (n: i64) (m: i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n
             else let b = map (\((v0, v1): row) -> v8_list v0 ++ v8_list v1 :> [16]f32)
                              [c0, c1, c2, c3, c4, c5]
                  in loop y for r < 6 do y with [r, o:m] = b[r, :m - o]
-  in (flatten (tabulate ((n + 5) / 6) rows))[:n]
+  in (opaque (flatten (tabulate ((n + 5) / 6) rows)))[:n]
 
 -- | x w^T: x: [N][K], w: [M][K] -> [N][M] (a linear layer's forward, llm.c's
 -- matmul_forward without the bias).

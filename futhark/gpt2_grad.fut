@@ -29,7 +29,7 @@ def block_forward [V][C][T][L][F][N] (p: params [V][C][T][L][F]) (h: hyper) (H: 
   let x_mid = add2 x (dense h.bias p.attn_proj_w[li] p.attn_proj_b[li] a)
   let xn2 = map (layer_norm h.bias p.ln_2_w[li] p.ln_2_b[li]) x_mid
   let hid = dense h.bias p.c_fc_w[li] p.c_fc_b[li] xn2
-  let x_out = add2 x_mid (dense h.bias p.mlp_proj_w[li] p.mlp_proj_b[li] (map_2d gelu hid))
+  let x_out = add2 x_mid (dense h.bias p.mlp_proj_w[li] p.mlp_proj_b[li] (act_map gelu hid))
   in (x_out, {x, q, k, v, att, a, x_mid, h = hid})
 
 -- | One block's gradients: c_attn's weight [3][C][C] and bias [3][C], then
@@ -44,8 +44,8 @@ type block_grad [C][F] =
 def block_backward [V][C][T][L][F][N][B][n][H] (p: params [V][C][T][L][F]) (h: hyper) (li: i64)
                    (s: saved [N][B][n][C][F][H]) (dx_out: [N][C]f32) : ([N][C]f32, block_grad [C][F]) =
   -- MLP: x_out = x_mid + c_proj(gelu(c_fc(ln_2 x_mid)))
-  let (dg, d_proj_w, d_proj_b) = dense_backward h.bias (map_2d gelu s.h) p.mlp_proj_w[li] dx_out
-  let dhid = map2_2d gelu_backward s.h dg
+  let (dg, d_proj_w, d_proj_b) = dense_backward h.bias (act_map gelu s.h) p.mlp_proj_w[li] dx_out
+  let dhid = act_map2 gelu_backward s.h dg
   let xn2 = map (layer_norm h.bias p.ln_2_w[li] p.ln_2_b[li]) s.x_mid
   let (dxn2, d_fc_w, d_fc_b) = dense_backward h.bias xn2 p.c_fc_w[li] dhid
   let (d_ln2_w, d_ln2_b) = layer_norm_params_backward h.bias s.x_mid dxn2

@@ -166,8 +166,18 @@ def flat_batch [B][n] (N: i64) (inputs: [B][n]i64) (targets: [B][n]i64) (n_pos: 
   in (flat inputs, flat targets, flat (replicate B (iota n)),
       flat (map (\np -> map (\t -> if t < np then 1 / total else 0) (iota n)) n_pos))
 
--- | a + b, as one flat loop (tensor.fut: nested maps copied each row).
-def add2 [N][C] (a: [N][C]f32) (b: [N][C]f32) : [N][C]f32 = map2_2d (+) a b
+-- | f on every element of an activation a: [N][C], row by row.  Not one flat
+-- loop (tensor.fut's `map_2d`, for the optimiser's state): gemm's results are
+-- row slices of a larger array, and a flat index into them cost an integer
+-- division per element, with a copy through a scratch array on c.
+def act_map [N][C] (f: f32 -> f32) (a: [N][C]f32) : [N][C]f32 = map (map f) a
+
+-- | f on the elements of a and b: [N][C], row by row (as `act_map`).
+def act_map2 [N][C] (f: f32 -> f32 -> f32) (a: [N][C]f32) (b: [N][C]f32) : [N][C]f32 =
+  map2 (map2 f) a b
+
+-- | a + b, two activations (a residual add).
+def add2 [N][C] (a: [N][C]f32) (b: [N][C]f32) : [N][C]f32 = act_map2 (+) a b
 
 -- | Row b's n positions of x: [N][C].
 def doc [N][C] (n: i64) (x: [N][C]f32) (b: i64) : [n][C]f32 = x[b * n:(b + 1) * n] :> [n][C]f32

@@ -26,7 +26,7 @@ def block_forward [V][C][T][L][F][N] (p: params [V][C][T][L][F]) (H: i64) (B: i6
   let (a, att) = attention_rows H B n q k v
   let x_mid = add2 x (matmul_nt a p.attn_wo[li])
   let h = matmul_nt (map rmsnorm x_mid) p.mlp_fc1[li]
-  let x_out = add2 x_mid (matmul_nt (map_2d relu h) p.mlp_fc2[li])
+  let x_out = add2 x_mid (matmul_nt (act_map relu h) p.mlp_fc2[li])
   in (x_out, {x, q, k, v, att, a, x_mid, h})
 
 -- | One block's backward for dx_out: [N][C]: the gradient of its input and of
@@ -34,8 +34,8 @@ def block_forward [V][C][T][L][F][N] (p: params [V][C][T][L][F]) (H: i64) (B: i6
 def block_backward [V][C][T][L][F][N][B][n][H] (p: params [V][C][T][L][F]) (li: i64)
                    (s: saved [N][B][n][C][F][H]) (dx_out: [N][C]f32) =
   -- MLP: x_out = x_mid + fc2(relu(fc1(rmsnorm x_mid)))
-  let (dhr, d_fc2) = matmul_backward (map_2d relu s.h) p.mlp_fc2[li] dx_out
-  let dh = map2_2d (\d h -> if h > 0 then d else 0) dhr s.h
+  let (dhr, d_fc2) = matmul_backward (act_map relu s.h) p.mlp_fc2[li] dx_out
+  let dh = act_map2 (\d h -> if h > 0 then d else 0) dhr s.h
   let (dxn2, d_fc1) = matmul_backward (map rmsnorm s.x_mid) p.mlp_fc1[li] dh
   let dx_mid = add2 dx_out (map2 rmsnorm_backward s.x_mid dxn2)
   -- attention: x_mid = x + wo(attention(wq xn, wk xn, wv xn)), xn = rmsnorm x
