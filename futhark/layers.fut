@@ -124,7 +124,7 @@ def attention_forward [n][C] (H: i64) (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f3
                       : ([n][C]f32, [H][n][n]f32) =
   let scale = 1 / f32.sqrt (f32.i64 (C / H))
   let head (qh: [n][C / H]f32) (kh: [n][C / H]f32) (vh: [n][C / H]f32) =
-    let att = map2 (\t row -> masked_softmax (t + 1) (map (* scale) row)) (iota n)
+    let att = map2 (\t row -> masked_softmax_fwd (t + 1) (map (* scale) row)) (iota n)
                    (matmul_nt qh kh)
     in (matmul_nn att vh, att)
   let (o, att) = unzip (map3 head (heads_of H q) (heads_of H k) (heads_of H v))
@@ -154,7 +154,7 @@ def attention_backward [n][C][H] (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f32)
 -- | The gradient of w * nll(logits, target) with respect to the logits:
 -- w (softmax(logits) - onehot(target)).
 def nll_backward [V] (w: f32) (logits: [V]f32) (target: i64) : [V]f32 =
-  map2 (\i p -> w * (p - f32.bool (i == target))) (iota V) (softmax logits)
+  map2 (\i p -> w * (p - f32.bool (i == target))) (iota V) (softmax_fwd logits)
 
 -- | A batch's N = B*n positions (row b*n + t is position t of row b), from
 -- `batch_rows`'s inputs and targets [B][n]: each one's input token, target,
@@ -214,7 +214,7 @@ def attention_rows_backward [N][C][B][H][n] (q: [N][C]f32) (k: [N][C]f32) (v: [N
 -- | The positions' NLLs (logits: [N][V]) summed with `weights` (`flat_batch`'s:
 -- the mean loss).
 def weighted_nll [N][V] (logits: [N][V]f32) (targets: [N]i64) (weights: [N]f32) : f32 =
-  f32.sum (map3 (\l t w -> if w > 0 then w * nll l t else 0) logits targets weights)
+  f32.sum (map3 (\l t w -> if w > 0 then w * nll_fwd l t else 0) logits targets weights)
 
 -- | The output head for x: [N][C] and w: [V][C] (logits x w^T): the loss
 -- (`weighted_nll`), and its gradient with respect to x and w.

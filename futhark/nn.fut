@@ -54,28 +54,55 @@ def argmax [n] (xs: [n]f32) : i64 =
   let pick (i, a) (j, b) = if a > b || (a == b && i < j) then (i, a) else (j, b)
   in (reduce_comm pick (n, -f32.inf) (zip (iota n) xs)).0
 
--- | softmax over the first `n_valid` logits; the others get probability 0
--- (a causal mask).  The shift for stability is the largest valid logit, read
--- at its index: softmax is shift-invariant, and reverse AD then differentiates
--- one indexing instead of a max-reduction (6x cheaper attention backward).
--- The shifted logits are <= 0, so e^x is `exp_nonpos`, which clang vectorises
--- (libm's expf was a call per element).
-def masked_softmax [n] (n_valid: i64) (logits: [n]f32) : [n]f32 =
-  let masked = map2 (\i v -> if i < n_valid then v else -f32.inf) (iota n) logits
-  let max_val = logits[argmax masked]
+-- | softmax over the first `n_valid` logits shifted by `max_val`, the largest
+-- of them; the others get probability 0 (a causal mask).  The shifted logits
+-- are <= 0, so e^x is `exp_nonpos`, which clang vectorises (libm's expf was a
+-- call per element).
+def shifted_softmax [n] (n_valid: i64) (max_val: f32) (logits: [n]f32) : [n]f32 =
   let exps = map2 (\i v -> if i < n_valid then exp_nonpos (v - max_val) else 0) (iota n) logits
   let total = f32.sum exps
   in map (/ total) exps
 
+-- | The largest of the first `n_valid` elements of xs, by a max-reduction, which
+-- clang vectorises: `argmax`'s (index, value) pairs compile to scalar compares
+-- and moves (most of attention's softmax in the recipe's step).  For code that
+-- training does not differentiate by `vjp2` (the `_fwd` functions below): a
+-- derivative through it goes through the reduction, right but slower.
+def max_valid [n] (n_valid: i64) (xs: [n]f32) : f32 =
+  f32.maximum (map2 (\i v -> if i < n_valid then v else -f32.inf) (iota n) xs)
+
+-- | softmax over the first `n_valid` logits; the others get probability 0
+-- (a causal mask).  The shift for stability is the largest valid logit, read
+-- at its index: softmax is shift-invariant, and reverse AD then differentiates
+-- one indexing instead of a max-reduction (6x cheaper attention backward).
+def masked_softmax [n] (n_valid: i64) (logits: [n]f32) : [n]f32 =
+  let masked = map2 (\i v -> if i < n_valid then v else -f32.inf) (iota n) logits
+  in shifted_softmax n_valid logits[argmax masked] logits
+
+-- | `masked_softmax`, the same values, with the shift by `max_valid`: for the
+-- backward by hand and sampling, which no `vjp2` differentiates.
+def masked_softmax_fwd [n] (n_valid: i64) (logits: [n]f32) : [n]f32 =
+  shifted_softmax n_valid (max_valid n_valid logits) logits
+
 -- | microgpt's `softmax`.
 def softmax [n] (logits: [n]f32) : [n]f32 = masked_softmax n logits
 
--- | -log softmax(logits)[target], as log-sum-exp minus the target logit
--- (shifted by the largest logit, taken at its index as in `masked_softmax`).
-def nll [n] (logits: [n]f32) (target: i64) : f32 =
-  let max_val = logits[argmax logits]
+-- | `softmax` by `masked_softmax_fwd`.
+def softmax_fwd [n] (logits: [n]f32) : [n]f32 = masked_softmax_fwd n logits
+
+-- | -log softmax(logits)[target] with logits shifted by `max_val`, their
+-- largest: log-sum-exp minus the target logit.
+def shifted_nll [n] (max_val: f32) (logits: [n]f32) (target: i64) : f32 =
   let lse = max_val + f32.log (f32.sum (map (\v -> exp_nonpos (v - max_val)) logits))
   in lse - logits[target]
+
+-- | -log softmax(logits)[target] (the shift taken at its index, as in
+-- `masked_softmax`).
+def nll [n] (logits: [n]f32) (target: i64) : f32 = shifted_nll logits[argmax logits] logits target
+
+-- | `nll`, the same value, with the shift by `max_valid` (as `masked_softmax_fwd`).
+def nll_fwd [n] (logits: [n]f32) (target: i64) : f32 =
+  shifted_nll (max_valid n logits) logits target
 
 -- | A batch's inputs and next-token targets, each [B][n]: the first n =
 -- min(T, max n_pos) positions of every row of tokens: [B][T1].  Later positions
@@ -112,6 +139,20 @@ def weighted_sample [n] (weights: [n]f32) (u: f32) : i64 =
 -- output { [0.5f32, 0.5f32] }
 entry test_softmax (xs: []f32) : []f32 = softmax xs
 
+-- | The same values by `max_valid`'s shift; logits past `n_valid` are masked
+-- (a shift taken over all of them, or none, fails these: e^89 is past f32).
+-- ==
+-- entry: test_masked_softmax_fwd
+-- input { 3i64 [1f32, 2f32, 3f32] }
+-- output { [0.09003057f32, 0.24472847f32, 0.66524096f32] }
+-- input { 2i64 [300f32, 301f32, 1000f32] }
+-- output { [0.26894142f32, 0.73105858f32, 0f32] }
+-- input { 2i64 [1000f32, 1000f32, 2000f32] }
+-- output { [0.5f32, 0.5f32, 0f32] }
+-- input { 2i64 [89f32, 88f32, 0f32] }
+-- output { [0.73105858f32, 0.26894142f32, 0f32] }
+entry test_masked_softmax_fwd [n] (n_valid: i64) (xs: [n]f32) : [n]f32 = masked_softmax_fwd n_valid xs
+
 -- ==
 -- entry: test_rmsnorm
 -- input { [3f32, 4f32] }
@@ -144,6 +185,12 @@ entry test_weighted_sample_freq [n] (ws: [n]f32) (m: i64) : bool =
 -- entry: test_nll
 -- input { [1f32, 2f32, 3f32] 2i64 } output { 0.40760596f32 }
 entry test_nll (xs: []f32) (t: i64) : f32 = nll xs t
+
+-- ==
+-- entry: test_nll_fwd
+-- input { [1f32, 2f32, 3f32] 2i64 } output { 0.40760596f32 }
+-- input { [300f32, 301f32, 302f32] 2i64 } output { 0.40760596f32 }
+entry test_nll_fwd (xs: []f32) (t: i64) : f32 = nll_fwd xs t
 
 -- | `tanh_fast` within 1e-6 of f32.tanh on [-20, 20] in steps of 1e-3, and
 -- `exp_nonpos` within 5e-7 relative of f32.exp on [-80, 0] (measured: 1.2e-7, 2.5e-7);

@@ -28,7 +28,7 @@ def top_k [n] (k: i64) (logits: [n]f32) : [n]f32 =
 -- stream `k` (nanoGPT's `generate`; microgpt's with top_k 0).
 def draw [V] (temperature: f32) (k_top: i64) (k: u64) (ctr: i64) (logits: [V]f32) : i64 =
   if temperature == 0 then argmax logits
-  else weighted_sample (softmax (top_k k_top (map (/ temperature) logits))) (uniform k ctr)
+  else weighted_sample (softmax_fwd (top_k k_top (map (/ temperature) logits))) (uniform k ctr)
 
 -- | Whether an array of these dimensions, `bytes` bytes an element, has a byte
 -- count that fits in i64: Futhark's allocation sizes wrap silently (8 * 2^62 is
