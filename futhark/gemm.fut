@@ -107,32 +107,40 @@ def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 
 -- | c[i][j] = sum over k of a(i, k) * b[k][j], for i < n and j < m <= 16 J, with
 -- b as `panels` p and the left operand read through a (its rows as they lie, or
--- its columns: any layout).  Blocks of 6 rows run in parallel (on multicore);
--- the last block repeats row n - 1 where n is not a multiple of 6, so that
--- every block is written whole, and those rows are dropped (a slice of rows
--- from the start, which keeps the result's layout and needs no copy).  A
--- panel past m (m not a multiple of 16) is written through a small array.
+-- its columns: any layout).  Tasks of G blocks of 6 rows run in parallel (on
+-- multicore), each reading panel after panel once for its G blocks: G is 1
+-- unless the panels, streamed from memory once per 6 rows, would move over
+-- 4 GiB, as at GPT-2's head (V = 50257), where G = 8 halved the forward's and
+-- dx's time (bench/README.md).  The sums are the same, so are the bits.  The
+-- last task repeats row n - 1 where n is not a multiple of 6 G, so that every
+-- block is written whole, and those rows are dropped (a slice of rows from the
+-- start, which keeps the result's layout and needs no copy).  A panel past m
+-- (m not a multiple of 16) is written through a small array.
 -- The flattened blocks are `opaque`: otherwise Futhark folds the
 -- reshape into every later read, and an element-wise map over the result
 -- turned each flat index back into (block, row, column) by three integer
 -- divisions per element (GELU's backward alone took 11 % of the recipe's
 -- step on multicore).
 def gemm [K][J] (n: i64) (m: i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n][m]f32 =
+  -- G blocks of 6 rows a task: 8 where the panels (J K 64 bytes) streamed once per
+  -- 6 rows would move over 4 GiB and 16 tasks of 48 rows remain, else 1
+  let G = if (n + 5) / 6 * J * K * 64 <= 1 << 32 || n < 16 * 48 then 1 else 8
+  let R = 6 * G
   let rows ib =
-    let i d = i64.min (6 * ib + d) (n - 1)
-    let is = (i 0, i 1, i 2, i 3, i 4, i 5)
     -- every index is in bounds: rows clamped to n, columns below m
-    in #[unsafe]
-       loop y = replicate 6 (replicate m 0) for j < J do
-         let (c0, c1, c2, c3, c4, c5) = block_sum a is p[j]
-         let o = 16 * j
-         in if o + 16 <= m
-            then row_put 5 o c5 (row_put 4 o c4 (row_put 3 o c3 (row_put 2 o c2 (row_put 1 o c1
-                   (row_put 0 o c0 y)))))
-            else let b = map (\((v0, v1): row) -> v8_list v0 ++ v8_list v1 :> [16]f32)
-                             [c0, c1, c2, c3, c4, c5]
-                 in loop y for r < 6 do y with [r, o:m] = b[r, :m - o]
-  in (opaque (flatten (tabulate ((n + 5) / 6) rows)))[:n]
+    #[unsafe]
+    loop y = replicate R (replicate m 0) for j < J do
+      loop y for g < G do
+        let i d = i64.min (R * ib + 6 * g + d) (n - 1)
+        let (c0, c1, c2, c3, c4, c5) = block_sum a (i 0, i 1, i 2, i 3, i 4, i 5) p[j]
+        let (o, r) = (16 * j, 6 * g)
+        in if o + 16 <= m
+           then row_put (r + 5) o c5 (row_put (r + 4) o c4 (row_put (r + 3) o c3
+                  (row_put (r + 2) o c2 (row_put (r + 1) o c1 (row_put r o c0 y)))))
+           else let b = map (\((v0, v1): row) -> v8_list v0 ++ v8_list v1 :> [16]f32)
+                            [c0, c1, c2, c3, c4, c5]
+                in loop y for d < 6 do y with [r + d, o:m] = b[d, :m - o]
+  in (opaque (flatten (tabulate ((n + R - 1) / R) rows)))[:n]
 
 -- | x w^T: x: [N][K], w: [M][K] -> [N][M] (a linear layer's forward, llm.c's
 -- matmul_forward without the bias).

@@ -152,6 +152,23 @@ def test_linear(call, K, M):
         close(call("head_dw", dy, x)[0], rw)
 
 
+def test_products_in_tasks_of_48_rows(call):
+    """The head's products at a size where gemm.fut gives each task 8 blocks of 6 rows
+    (the panels, streamed once per 6 rows, would move over 4 GiB): head_logits,
+    head_dx and head_dw equal float64 NumPy's products, with N = 770 positions and
+    M = 8210 outputs leaving the last task's rows and the last panel's columns partial."""
+    g = rng(9)
+    n, K, M = 770, 1024, 8210
+    assert (n + 5) // 6 * (-(-K // 16)) * M * 64 > 1 << 32  # dx's panels: wte's transpose
+    assert (n + 5) // 6 * (-(-M // 16)) * K * 64 > 1 << 32  # the forward's: wte's rows
+    assert (M + 5) // 6 * (-(-K // 16)) * n * 64 > 1 << 32  # dW's: x's
+    x, w, dy = normal(g, n, K), normal(g, M, K, std=0.05), normal(g, n, M, std=0.05)
+    x64, w64, dy64 = x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64)
+    close(call("head_logits", x, w)[0], x64 @ w64.T)
+    close(call("head_dx", dy, w)[0], dy64 @ w64)
+    close(call("head_dw", dy, x)[0], dy64.T @ x64)
+
+
 def test_attention(call):
     """attention_fwd is F.scaled_dot_product_attention(is_causal=True) over each row's T
     positions and H heads (nanoGPT's views), its weights the causal softmax of q kᵀ /
