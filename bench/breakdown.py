@@ -113,6 +113,8 @@ def compile_parts(out: Path, source: Path = SOURCE, library: str = "c") -> Path:
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"futhark c {source} failed:\n{r.stderr}")
+    if not exe.exists():  # futhark c exits 0 when interrupted, without the program
+        raise RuntimeError(f"futhark c {source} made no program (interrupted?)")
     return exe
 
 
@@ -747,8 +749,8 @@ def sum_note(parts_ms: float, step_ms: float) -> str | None:
                 "cache, alone its inputs were just written.")
     return (f"the parts add up to {100 * (1 + off):.0f} % of the step ({parts_ms - step_ms:.1f} "
             "ms a step more): alone, a part cannot fuse with its neighbours as in the step "
-            "(a residual add with LayerNorm's backward, a bias with its product), and each "
-            "part's inputs come cold from memory.")
+            "(a residual add with LayerNorm's backward, a bias with its product); with few "
+            "--runs, or beside other work, a part's median is also noisy.")
 
 
 def gpt2_library() -> str:
@@ -785,6 +787,16 @@ def gpt2_markdown(rows: list[dict]) -> str:
 
 
 
+def show(text: str) -> None:
+    """Print text; once standard output's reader has gone (``| head``), print nothing more
+    (standard output points at /dev/null, as Python's documentation advises) and go on,
+    so that the CSVs are still written."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.breakdown", description=__doc__.split("\n\n")[0])
     ap.add_argument("--configs", default="C,D",
@@ -792,17 +804,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--products", default="recipe,gpt2-small",
                     help="the products' shape sets, comma-separated: "
                          f"{', '.join(PRODUCT_SHAPES)} (default both; empty: none)")
-    ap.add_argument("--gpt2", default="recipe,gpt2-124m",
+    ap.add_argument("--gpt2", default="recipe",
                     help="GPT-2's step part by part beside PyTorch's, at these shape sets, "
-                         f"comma-separated: {', '.join(GPT2_SHAPES)} (default both; empty: none)")
+                         f"comma-separated: {', '.join(GPT2_SHAPES)} (default recipe; "
+                         "gpt2-124m takes minutes and about 10 GB; empty: none)")
     ap.add_argument("--runs", type=int, default=10,
                     help="calls per part, median taken (default 10; gpt2-124m at most "
                          f"{GPT2_SHAPES['gpt2-124m'].max_runs})")
     ap.add_argument("--rounds", type=int, default=3,
-                    help="alternations of ours and NumPy's per product (default 3)")
+                    help="alternations of ours and NumPy's per product (default 3; --products only)")
     ap.add_argument("--step-seconds", type=float, default=5.0,
-                    help="seconds of whole training steps timed (default 5)")
-    ap.add_argument("--results", type=Path, default=HERE / "results", help="where the CSVs go")
+                    help="seconds of whole training steps timed, at least one step (default 5)")
+    ap.add_argument("--results", type=Path, default=HERE / "results",
+                    help="the folder of the CSVs (default bench/results): each measured "
+                         "configuration's, shape set's rows replace their earlier ones")
     args = ap.parse_args(argv)
     names = [n.strip().upper() for n in args.configs.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONFIGS]
@@ -812,49 +827,80 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in sets if n not in PRODUCT_SHAPES]
     if unknown:
         ap.error(f"--products: unknown shape set(s) {', '.join(unknown)}")
-    gpt2_sets = [n.strip() for n in args.gpt2.split(",") if n.strip()]
+    gpt2_sets = list(dict.fromkeys(n.strip().lower() for n in args.gpt2.split(",") if n.strip()))
     unknown = [n for n in gpt2_sets if n not in GPT2_SHAPES]
     if unknown:
-        ap.error(f"--gpt2: unknown shape set(s) {', '.join(unknown)}")
+        ap.error(f"--gpt2: unknown shape set(s) {', '.join(unknown)} (known: "
+                 f"{', '.join(GPT2_SHAPES)})")
     if args.runs < 1:
         ap.error("--runs must be at least 1")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    if not 0 <= args.step_seconds < float("inf"):
+        ap.error("--step-seconds must be a number of seconds, 0 or more")
+    if not (names or sets or gpt2_sets):
+        ap.error("nothing to measure: --configs, --products and --gpt2 are all empty")
+    try:  # the results' folder before the work, which takes minutes
+        args.results.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=args.results):
+            pass
+    except OSError as e:
+        ap.error(f"--results: cannot write into {args.results} ({e.strerror})")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             rows, product_rows, gpt2_rows = [], [], []
             exe = compile_parts(Path(tmp)) if names or sets else None
             for name in names:
                 got = measure(name, exe, args.runs, args.step_seconds)
-                print(f"\nconfiguration {name}:\n{markdown(got)}", flush=True)
+                show(f"\nconfiguration {name}:\n{markdown(got)}")
                 rows += got
             for name in sets:
                 got = measure_products(name, exe, args.runs, args.rounds)
-                print(f"\nproducts, {name}:\n{products_markdown(got)}", flush=True)
+                show(f"\nproducts, {name}:\n{products_markdown(got)}")
                 product_rows += got
             if gpt2_sets:
+                print(f"compiling {GPT2_SOURCE.name} (about 30 s) ...", file=sys.stderr, flush=True)
                 gpt2_exe = compile_parts(Path(tmp), GPT2_SOURCE, gpt2_library())
             for name in gpt2_sets:
                 got, note = measure_gpt2(GPT2_SHAPES[name], gpt2_exe, args.runs,
                                          args.step_seconds, Path(tmp))
                 total, step = got[-2:]
-                print(f"\nGPT-2's step, {name} (c, one thread; PyTorch {torch_version()}, one "
-                      f"thread):\n{gpt2_markdown(got)}\n\nsum of the parts "
-                      f"{total['ours_ms_per_step']:.1f} ms, whole step "
-                      f"{step['ours_ms_per_step']:.1f} ms ({100 * total['share']:.0f} %): "
-                      + (note or f"within {100 * SUM_TOLERANCE:.0f} %."), flush=True)
+                show(f"\nGPT-2's step, {name} (c, one thread; PyTorch {torch_version()}, one "
+                     f"thread):\n{gpt2_markdown(got)}\n\nsum of the parts "
+                     f"{total['ours_ms_per_step']:.1f} ms, whole step "
+                     f"{step['ours_ms_per_step']:.1f} ms ({100 * total['share']:.0f} %): "
+                     + (note or f"within {100 * SUM_TOLERANCE:.0f} %."))
                 gpt2_rows += got
     except (FileNotFoundError, RuntimeError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
-    args.results.mkdir(parents=True, exist_ok=True)
-    for file, columns, got in [("breakdown.csv", COLUMNS, rows),
-                               ("breakdown_products.csv", PRODUCT_COLUMNS, product_rows),
-                               ("breakdown_gpt2.csv", GPT2_COLUMNS, gpt2_rows)]:
+    except KeyboardInterrupt:
+        print(f"interrupted: nothing written to {args.results}", file=sys.stderr)
+        return 130
+    for file, columns, got, key in [("breakdown.csv", COLUMNS, rows, "config"),
+                                    ("breakdown_products.csv", PRODUCT_COLUMNS, product_rows,
+                                     "shapes"),
+                                    ("breakdown_gpt2.csv", GPT2_COLUMNS, gpt2_rows, "shapes")]:
         if got:
-            with (args.results / file).open("w", newline="") as f:
-                w = csv.DictWriter(f, columns)
-                w.writeheader()
-                w.writerows(got)
+            write_rows(args.results / file, columns, got, key)
     return 0
+
+
+def write_rows(path: Path, columns: list[str], rows: list[dict], key: str) -> None:
+    """rows into the CSV file at path, after the rows already there whose ``key`` column
+    none of them has (another configuration's or shape set's, measured before), through
+    a temporary file renamed into place, so an interrupted write leaves the old file."""
+    measured = {str(r[key]) for r in rows}
+    old = []
+    if path.exists():
+        with path.open(newline="") as f:
+            old = [r for r in csv.DictReader(f) if r.get(key) not in measured]
+    tmp = path.with_name(path.name + ".part")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(old + rows)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

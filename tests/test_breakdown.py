@@ -341,6 +341,16 @@ def test_benchmark_end_to_end(exe, tmp_path, monkeypatch, capsys):
     assert out.count("| AdamW (1x) |") == 2 and "sum of the parts" in out
     assert not (tmp_path / "breakdown.csv").exists()
 
+    # measured again, one shape set ("TINY", as typed): its rows are replaced, the other's kept
+    assert bd.main(["--configs", "", "--products", "", "--gpt2", "TINY", "--runs", "1",
+                    "--step-seconds", "0", "--results", str(tmp_path)]) == 0
+    with (tmp_path / "breakdown_gpt2.csv").open() as f:
+        again = list(csv.DictReader(f))
+    assert [r["shapes"] for r in again] == ["tiny-nb"] * (n_parts + 2) + ["tiny"] * (n_parts + 2)
+    assert [r for r in again if r["shapes"] == "tiny-nb"] == [r for r in rows
+                                                              if r["shapes"] == "tiny-nb"]
+    assert [p.name for p in tmp_path.iterdir()] == ["breakdown_gpt2.csv"]
+
 
 def test_sum_note():
     """Within 15 % of the step: no note; outside, a line saying which way and by how much."""
@@ -350,7 +360,31 @@ def test_sum_note():
 
 
 def test_bad_shape_set_is_an_error(capsys):
-    """An unknown --gpt2 shape set is a usage error naming it."""
+    """An unknown --gpt2 shape set is a usage error naming it and the known ones."""
     with pytest.raises(SystemExit) as e:
         bd.main(["--configs", "", "--products", "", "--gpt2", "gpt2-xl"])
-    assert e.value.code == 2 and "--gpt2: unknown shape set(s) gpt2-xl" in capsys.readouterr().err
+    assert e.value.code == 2 and ("--gpt2: unknown shape set(s) gpt2-xl (known: recipe, "
+                                  "gpt2-124m)") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpt2", ""], "nothing to measure"),
+    (["--step-seconds", "inf"], "--step-seconds must be a number of seconds"),
+    (["--step-seconds", "-1"], "--step-seconds must be a number of seconds"),
+    (["--rounds", "0"], "--rounds must be at least 1"),
+    (["--results", "{file}"], "--results: cannot write into {file}"),
+    (["--results", "{file}/sub"], "--results: cannot write into {file}/sub"),
+], ids=["nothing", "inf", "negative", "rounds", "file", "under-a-file"])
+def test_bad_options_are_errors_before_any_work(tmp_path, monkeypatch, capsys, args, message):
+    """Bad options stop the run at once with a usage error (exit 2), before anything is
+    compiled or measured: nothing to measure, an endless or negative --step-seconds, no
+    rounds, a results folder that cannot be written (here a file, or a path under one)."""
+    file = tmp_path / "a file"
+    file.write_text("kept")
+    monkeypatch.setattr(bd, "compile_parts", lambda *a, **k: pytest.fail("compiled"))
+    with pytest.raises(SystemExit) as e:
+        bd.main(["--configs", "", "--products", "", "--results", str(tmp_path / "out")]
+                + [a.format(file=file) for a in args])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message.format(file=file) in err, err
+    assert file.read_text() == "kept"
