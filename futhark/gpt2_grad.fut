@@ -126,7 +126,9 @@ def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper)
                 mlp_proj_b = z1 C })
     for i < L do
       let li = L - 1 - i
-      let (dx, d) = block_backward p h li saves[li] dx
+      -- opaque: else Futhark's multicore pipeline copied seven of the saved arrays,
+      -- whole, into the same layout before this loop (6 % of the recipe's step)
+      let (dx, d) = block_backward p h li (opaque saves[li]) dx
       in (dx, { c_attn_w = c_attn_w with [li] = d.c_attn_w, c_attn_b = c_attn_b with [li] = d.c_attn_b,
                 attn_proj_w = attn_proj_w with [li] = d.attn_proj_w,
                 attn_proj_b = attn_proj_b with [li] = d.attn_proj_b,
