@@ -1,1 +1,1 @@
-"""The compiled kernels as Python sees them: loading a backend's library (runtime), the Futhark context (context) and the GPU kernels kept between processes (kernel_cache)."""
+"""The compiled kernels as Python sees them: loading a backend's library (runtime), the Futhark context (context), the GPU kernels kept between processes (kernel_cache) and glibc's malloc set to keep freed memory (host_memory)."""

@@ -6,6 +6,7 @@ for each program: microgpt's (folder ``<backend>``) and GPT-2's (folder
 ``gpt2_<backend>``), both futhark/gpt.fut's entry points over the family's model.
 This module finds and loads one, applies the pocl workaround where needed,
 keeps the GPU backends' compiled kernels between processes (kernel_cache),
+keeps the CPU backends' freed memory in the process (host_memory),
 syncs the context where futhark-ffi does not, and frees every value before its
 context (context.OwnedContext).
 """
@@ -24,6 +25,7 @@ from futhark_ffi import Futhark
 from ..errors import BackendError, OptionConflict
 from . import kernel_cache as kernel_cache_mod
 from .context import OwnedContext
+from .host_memory import keep_freed_memory
 
 BACKENDS = ("c", "multicore", "opencl", "cuda")
 # The Futhark programs: --arch microgpt and gpt2 (futhark/gpt.fut over family_<arch>.fut).
@@ -387,6 +389,8 @@ class Runtime:
         # the kernels built unoptimised against pocl's reduction bug (pocl_program)
         self.pocl_unoptimised: list[str] = []
         mod = import_module(target, path)
+        if backend in ("c", "multicore"):  # their arrays are host memory
+            keep_freed_memory()
         kwargs = {}
         if backend == "opencl":
             self.device = choose_opencl_device(device)
