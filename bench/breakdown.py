@@ -485,14 +485,13 @@ def read_futhark_values(data: bytes) -> list[np.ndarray]:
     return out
 
 
-# glibc's malloc in the parts' program: keep freed memory for the next call (blocks up to
-# 32 MB, its largest threshold, from the heap, which is never trimmed) as the library's
-# long-lived process reuses it. With glibc's defaults, each call of a part page-faulted
-# its results in afresh: AdamW at the recipe's shape took 6-9 ms a call, 2.0-2.3 ms
-# with these settings, and the library's own `apply_gradient` (the norm, the clip and
-# AdamW) 2.2-3.1 ms (2 vCPUs, busy). Larger blocks are mapped afresh in both.
-KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20),
-                     "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
+# glibc's malloc in the parts' program: keep freed memory for the next call, as the
+# library's process does (driver backend/host_memory.py: every block from the heap, which
+# is never trimmed). With glibc's defaults, each call of a part page-faulted its results
+# in afresh: AdamW at the recipe's shape took 6-9 ms a call, 2.0-2.3 ms with blocks up to
+# 32 MB kept, and the library's own `apply_gradient` (the norm, the clip and AdamW)
+# 2.2-3.1 ms (2 vCPUs, busy). Blocks over 32 MB (124M's tensors) were still mapped afresh.
+KEEP_FREED_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
 
 
 def time_gpt2_entry(exe: Path, entry: str, values: list, runs: int, folder: Path) -> float:
