@@ -141,15 +141,14 @@ entry head_dx [N][C][V] (dlogits: [N][V]f32) (wte: [V][C]f32) : [N][C]f32 = matm
 entry head_dw [N][C][V] (dlogits: [N][V]f32) (xf: [N][C]f32) : [V][C]f32 =
   opaque (matmul_tn dlogits xf)
 
--- | The gradient of A micro-batches summed (train.fut's `accumulated`, each weighted
--- 1/A here: the recipe's A is 1) and its global L2 norm (`step`'s
--- sqrt(`params_sum_sq`)), gs: [A][P] flat as the library's parameters (gpt2_model's
--- `unflat` of V C T L F), as [norm].
+-- | The gradient of A micro-batches summed (train.fut's `accumulated` through its
+-- `add_micro_batch`, each weighted 1/A here: the recipe's A is 1) and its global L2
+-- norm (`step`'s sqrt(`params_sum_sq`)), gs: [A][P] flat as the library's parameters
+-- (gpt2_model's `unflat` of V C T L F), as [norm].
 entry grad_sum_norm [A][P] (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) (gs: [A][P]f32) : [1]f32 =
   let g (a: i64) = gpt2_model.unflat V C T L F gs[a]
   let w = 1 / f32.i64 A
-  let grad = loop grad = Train.params_zeros (g 0) for a < A do
-               gpt2_model.params_map2 (\g g_a -> g + w * g_a) grad (g a)
+  let (_, grad) = loop acc = (0, g 0) for a < A do Train.add_micro_batch A a w acc (0, g a)
   in [f32.sqrt (gpt2_model.params_sum_sq grad)]
 
 -- | One AdamW step (train.fut's `adamw`: decay on the embeddings and the linear
