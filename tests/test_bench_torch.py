@@ -70,7 +70,7 @@ def test_gradient_at_a_larger_shape_matches_float64_autograd(rt):
     tm = TR.TorchGPT(cfg, params).double()
     ref = tm.loss(tokens, n_pos)
     ref.backward()
-    assert loss == pytest.approx(float(ref), rel=1e-5)
+    assert loss == pytest.approx(ref.item(), rel=1e-5)
     for name in PARAM_NAMES:
         g = getattr(tm, name).grad.numpy()
         assert np.linalg.norm(g) > 0, name
