@@ -53,6 +53,8 @@ from typing import Callable
 
 import numpy as np
 
+from microgpt_fut.backend import host_memory
+
 from .configs import CONFIGS
 
 HERE = Path(__file__).resolve().parent
@@ -486,12 +488,12 @@ def read_futhark_values(data: bytes) -> list[np.ndarray]:
 
 
 # glibc's malloc in the parts' program: keep freed memory for the next call, as the
-# library's process does (driver backend/host_memory.py: every block from the heap, which
-# is never trimmed). With glibc's defaults, each call of a part page-faulted its results
-# in afresh: AdamW at the recipe's shape took 6-9 ms a call, 2.0-2.3 ms with blocks up to
+# library's process does (the same settings: every block from the heap, which is never
+# trimmed). With glibc's defaults, each call of a part page-faulted its results in
+# afresh: AdamW at the recipe's shape took 6-9 ms a call, 2.0-2.3 ms with blocks up to
 # 32 MB kept, and the library's own `apply_gradient` (the norm, the clip and AdamW)
 # 2.2-3.1 ms (2 vCPUs, busy). Blocks over 32 MB (124M's tensors) were still mapped afresh.
-KEEP_FREED_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
+KEEP_FREED_MEMORY = host_memory.ENVIRONMENT
 
 
 def time_gpt2_entry(exe: Path, entry: str, values: list, runs: int, folder: Path) -> float:

@@ -20,6 +20,10 @@ import sys
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
 
+# The same settings for a child program that is not Python (glibc reads them at its
+# start; the environment takes a byte count, where mallopt's -1 means "never").
+ENVIRONMENT = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
+
 _kept = False
 
 
