@@ -263,6 +263,29 @@ def test_training_left_at_last_good_step(tmp_path):
                       config, info))
 
 
+def test_a_finite_call_lets_the_state_before_it_go(tmp_path):
+    """After a call whose losses and state are finite, the run holds one state, the new
+    one: the replay of a later divergence starts there, and the state before the call
+    (the initial one here) is freed, not kept for a replay (GPT-2 124M: 1.5 GB)."""
+    import gc
+    import weakref
+
+    need_backend("c")
+    from conftest import get_runtime
+
+    rt = get_runtime("c")
+    docs, info = load_data(seven(tmp_path))
+    config = MicrogptConfig(len(set("".join(docs))) + 1)
+    training = lines_run(rt, docs, Settings(num_steps=6, steps_per_call=2), config, info)
+    first = weakref.ref(training.model.state)
+    training.run(until=2)
+    second = weakref.ref(training.model.state)
+    training.run(until=4)
+    gc.collect()
+    assert first() is None and second() is None
+    assert training.step == 4 and np.isfinite(training.losses).all()
+
+
 def test_divergence_after_a_periodic_save_keeps_it(tmp_path, monkeypatch):
     """A blow-up at step 21 (lr made huge from then on) leaves the step-20 checkpoint."""
     need_backend("c")

@@ -220,8 +220,10 @@ class Run:
 
         On a NaN or infinity in a call's losses or norms (or in the state at a
         ``checkpoint``) the run goes back to the last good step and Diverged is
-        raised. ``should_stop()`` is asked after each call: when true, run returns
-        early (the call's steps are done). ``progress`` is called after the call that
+        raised; after a finite call the run holds its new state alone. A non-finite
+        evaluation loss of finite weights raises Diverged at the step evaluated.
+        ``should_stop()`` is asked after each call: when true, run returns early (the
+        call's steps are done). ``progress`` is called after the call that
         crosses each multiple of report_every steps, and after step ``until``.
         """
         s = self.settings
@@ -246,10 +248,14 @@ class Run:
             if not np.isfinite(losses).all() or np.isinf(norms).any() \
                     or not self.model.finite():  # an update that broke the weights
                 raise self.call_diverged(before, first, first + k)
+            # the new state is finite: a replay starts from it (``trust`` below), and the
+            # one before is let go (it was held to the next save: GPT-2 124M, 1.5 GB)
+            del before
             self.pacer.record(k, time.perf_counter() - t0)
             self.seconds += time.perf_counter() - t0
             self._record(first, losses, norms)
             self.step += k
+            self.trust()
             self.positions += positions
             if progress is not None and (self.step // report_every > first // report_every
                                          or self.step == until):
@@ -262,7 +268,9 @@ class Run:
                 # the last evaluation is never abandoned: no later run would do it
                 result = self.evaluate(None if self.done else should_stop)
                 if result is not None and not math.isfinite(result[0]):
-                    raise self.diverged(self.step)  # the state broke: find the step
+                    # finite weights (checked after the call) whose forward overflows
+                    raise Diverged(self.step, s.num_steps,
+                                   f"the evaluation loss is {result[0]}", hint=self._hint())
                 if result is not None and on_eval:
                     on_eval(self.step, *result)
             if should_stop is not None and should_stop():
