@@ -102,6 +102,24 @@ def test_save_every_step_names_step_1_not_2(text_file, tmp_path, threads):
     assert not out.exists()
 
 
+def test_a_non_finite_evaluation_of_finite_weights_is_named_at_its_step(text_file, tmp_path,
+                                                                          monkeypatch):
+    """The weights stay finite, but the evaluation at step 10 gives NaN (its forward made so
+    here): the one-line error names step 10 and the evaluation, and nothing is saved."""
+    real = GPT2Model.losses
+
+    def losses(self, tokens, n_pos=None):
+        out = real(self, tokens, n_pos)
+        return out * np.float32("nan") if self.step() >= 10 else out
+
+    monkeypatch.setattr(GPT2Model, "losses", losses)
+    out = tmp_path / "e.safetensors"
+    r = run_cli(*text_args(text_file, out, "--steps", "20", "--eval-every", "10"))
+    assert_one_line_error(r, "training diverged at step 10 of 20", "the evaluation loss is nan",
+                          "nothing was saved")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("spc", ["1", "7"])
 def test_a_break_at_a_save_step_keeps_the_previous_checkpoint(text_file, tmp_path,
                                                               monkeypatch, spc):
