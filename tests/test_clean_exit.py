@@ -9,6 +9,7 @@ use after free shows.
 """
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -107,6 +108,50 @@ def test_values_left_in_a_cycle_at_exit_are_freed_quietly(tmp_path):
     """)
     r = _python(code, cwd=tmp_path)
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_a_runtime_collected_with_its_values_frees_them_first(tmp_path):
+    """A runtime, a model and its state made garbage together in a reference cycle and
+    collected mid-run (as an exception's traceback holding a run does): the values are
+    freed before the context, nothing is printed (Futhark's memory log, read from the
+    freed context, was), status 0."""
+    need_backend("c")
+    code = textwrap.dedent("""
+        import gc
+        import numpy as np
+        from microgpt_fut.backend.runtime import Runtime
+        from microgpt_fut.models.microgpt import MicrogptConfig, MicrogptModel
+        from microgpt_fut.training.optimizer import Adam
+        rt = Runtime("c", quiet=True)
+        m = MicrogptModel.init(rt, MicrogptConfig(27, 32, 4, 2, 16), 0)
+        m.train(np.zeros((2, 3, 17), np.int64), np.full((2, 3), 16), Adam(), 10)
+        cycle = [rt, m]
+        cycle.append(cycle)
+        del rt, m, cycle
+        gc.collect()
+    """)
+    r = _python(code, cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_a_context_collected_with_its_values_frees_it_after_them():
+    """The cycle collector clears weak references before it runs finalizers: an
+    OwnedContext collected in one cycle with a value it returned closes with no value
+    left in its weak set, and frees its context only after that value's destructor."""
+    ffi = cffi.FFI()
+    log = []
+    ctx = ffi.gc(ffi.new("int *"), lambda p: log.append("context"))
+    value = ffi.gc(ffi.new("int *"), lambda p: log.append("futhark-ffi's destructor"))
+    fut = SimpleNamespace(ctx=ctx, ffi=ffi,
+                          lib=SimpleNamespace(futhark_context_sync=lambda c: log.append("sync")),
+                          types={ffi.typeof(value): SimpleNamespace(
+                              free=lambda c, p: log.append("value"))})
+    owned = OwnedContext(fut)
+    cycle = [owned, owned._track(value)]
+    cycle.append(cycle)
+    del owned, value, cycle, ctx, fut
+    gc.collect()
+    assert log == ["sync", "value", "context"]
 
 
 def test_close_frees_values_before_the_context():

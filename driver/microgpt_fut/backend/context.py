@@ -13,7 +13,9 @@ NumPy inputs to Futhark values itself and frees them as soon as the entry point
 returns, keeps a weak reference to every value an entry point returns, and
 ``close()`` (also run when the object is collected, and at interpreter exit
 before any module is torn down) syncs, frees the values still alive, then the
-context.
+context. The values' destructors are counted (``_Owner``): when values outlive
+``close()`` unseen (the cycle collector clears weak references before it runs
+finalizers), the context is freed after the last of them.
 
 It also keeps the host arrays of those inputs alive until the next sync: on the
 GPU backends ``futhark_new_*`` only enqueues the copy to the device (opencl:
@@ -31,16 +33,48 @@ from futhark_ffi import np_types
 from ..errors import ContextClosed
 
 
-def _close(fut, values: weakref.WeakSet) -> None:
-    """Sync, free every live value of ``fut``, then its context and config (in that order)."""
+class _Owner:
+    """The context's side of its values' destructors: it counts the values alive and
+    frees the context after the last one when ``close`` came first. The cycle collector
+    clears weak references before it calls finalizers, so a context collected in one
+    cycle with its values was closed with none of them left to free first, and they
+    were freed after it, through freed memory (Futhark's memory log printed from it)."""
+
+    def __init__(self, fut):
+        self.fut = fut
+        self.live = 0
+        self.closed = False
+
+    def destructor(self, free):
+        """A destructor for a new value that ``free`` (futhark-ffi's futhark_free_*)
+        frees, counted."""
+        self.live += 1
+
+        def destroy(ptr) -> None:
+            free(self.fut.ctx, ptr)
+            self.live -= 1
+            if self.closed and self.live == 0:
+                self.free_context()
+        return destroy
+
+    def free_context(self) -> None:
+        self.fut.ffi.release(self.fut.ctx)  # futhark-ffi's destructor: futhark_context_free
+
+
+def _close(owner: _Owner, values: weakref.WeakSet) -> None:
+    """Sync, free every live value of ``owner.fut``, then its context and config (in that
+    order; after the last value still alive elsewhere, when one is)."""
+    fut = owner.fut
     ctx = getattr(fut, "ctx", None)
     if ctx is None:  # a stand-in without a context (tests)
         return
     fut.lib.futhark_context_sync(ctx)  # an error here is the context's to report, not ours
     for value in list(values):
-        fut.ffi.release(value)  # runs futhark-ffi's destructor (futhark_free_*) now
+        fut.ffi.release(value)  # runs its destructor (futhark_free_*) now
     values.clear()
-    fut.ffi.release(ctx)  # futhark-ffi's destructor: futhark_context_free, then the config
+    owner.closed = True
+    if owner.live == 0:
+        owner.free_context()
 
 
 class OwnedContext:
@@ -55,10 +89,11 @@ class OwnedContext:
 
     def __init__(self, fut):
         self.fut = fut
+        self._owner = _Owner(fut)
         self._values: weakref.WeakSet = weakref.WeakSet()
         self._input_types: dict[str, list] = {}
         self._uploading: list[np.ndarray] = []  # host arrays of enqueued copies, until a sync
-        self._finalizer = weakref.finalize(self, _close, fut, self._values)
+        self._finalizer = weakref.finalize(self, _close, self._owner, self._values)
 
     @property
     def closed(self) -> bool:
@@ -104,10 +139,20 @@ class OwnedContext:
         finally:
             for a in temps:
                 ffi.release(a)
-        for r in out if isinstance(out, tuple) else (out,):
-            if isinstance(r, ffi.CData):
-                self._values.add(r)
-        return out
+        tracked = tuple(self._track(r) if isinstance(r, ffi.CData) else r
+                        for r in (out if isinstance(out, tuple) else (out,)))
+        return tracked if isinstance(out, tuple) else tracked[0]
+
+    def _track(self, value):
+        """``value`` (a value an entry point returned) with futhark-ffi's destructor
+        replaced by a counted one (``_Owner``), kept weakly until it dies or the context
+        closes."""
+        ffi = self.fut.ffi
+        free = self.fut.types[ffi.typeof(value)].free
+        ffi.gc(value, None)  # futhark-ffi's own destructor, removed
+        value = ffi.gc(value, self._owner.destructor(free))
+        self._values.add(value)
+        return value
 
     def numpy(self, *values):
         """Copy Futhark arrays to NumPy after a sync (one array, or a tuple)."""
