@@ -12,12 +12,14 @@ documents 5, 6 and 0: it crosses the end of an epoch.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -267,9 +269,6 @@ def test_a_finite_call_lets_the_state_before_it_go(tmp_path):
     """After a call whose losses and state are finite, the run holds one state, the new
     one: the replay of a later divergence starts there, and the state before the call
     (the initial one here) is freed, not kept for a replay (GPT-2 124M: 1.5 GB)."""
-    import gc
-    import weakref
-
     need_backend("c")
     from conftest import get_runtime
 

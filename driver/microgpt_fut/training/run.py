@@ -242,19 +242,17 @@ class Run:
             if self.dataset.evaluates:
                 end = min(until, (first // s.eval_every + 1) * s.eval_every)
             k = self.pacer.next_k(first, end - first)
-            before = self.model.state
             t0 = time.perf_counter()
             losses, norms, positions = self._call(first, k)
             if not np.isfinite(losses).all() or np.isinf(norms).any() \
                     or not self.model.finite():  # an update that broke the weights
-                raise self.call_diverged(before, first, first + k)
-            # the new state is finite: a replay starts from it (``trust`` below), and the
-            # one before is let go (it was held to the next save: GPT-2 124M, 1.5 GB)
-            del before
+                raise self.diverged(first + k)  # the replay starts at the state before the call
             self.pacer.record(k, time.perf_counter() - t0)
             self.seconds += time.perf_counter() - t0
             self._record(first, losses, norms)
             self.step += k
+            # the new state is finite: a replay starts from it, and the one before is let
+            # go (it was held to the next save: GPT-2 124M, 1.5 GB)
             self.trust()
             self.positions += positions
             if progress is not None and (self.step // report_every > first // report_every
@@ -304,15 +302,6 @@ class Run:
         if not all(finite(g) for g in groups):
             raise self.diverged(self.step)
         self.trust()
-
-    def call_diverged(self, before, first: int, end: int) -> Diverged:
-        """``diverged`` after a call from state ``before`` at step ``first`` gave a
-        non-finite loss: the replay starts at ``before`` when that state is finite
-        (one host copy), else at the last state known to be."""
-        self.model.state = before
-        if self.model.finite():
-            self._good = (first, before)
-        return self.diverged(end)
 
     def diverged(self, end: int) -> Diverged:
         """Find the first bad step up to ``end`` (the loss is not finite, or its update
