@@ -49,16 +49,25 @@ def cached_heads [T][C] (n_head: i64) (pos: i64) (q: [C]f32) (ks: [T][C]f32) (vs
   let D = C / n_head
   let scale = 1 / f32.sqrt (f32.i64 D)
   let (ks, vs) = (ks[:pos + 1], vs[:pos + 1])
-  -- weighted sum of the value rows, accumulated row by row (contiguous reads)
-  let mix [m] (w: [m]f32) (rows: [m][D]f32) : [D]f32 =
-    reduce_comm (map2 (+)) (replicate D 0) (map2 (\wt r -> map (* wt) r) w rows)
   in if heads_by_slices then
+       -- the softmax's numerators e, then the value rows' sum weighted by them,
+       -- row by row into one array updated in place (contiguous reads; a
+       -- reduction of rows made an array per row), divided by e's sum once
        let head (hh: i64) : [D]f32 =
          let cols (r: [C]f32) = r[hh * D:(hh + 1) * D] :> [D]f32
          let qh = cols q
-         in mix (softmax (map (\k -> dot qh (cols k) * scale) ks)) (map cols vs)
+         let s = map (\k -> dot qh (cols k) * scale) ks
+         let s_max = f32.maximum s
+         let e = map (\x -> exp_nonpos (x - s_max)) s
+         let acc = loop acc = replicate D 0f32 for j < pos + 1 do
+                     let (w, v) = (e[j], cols vs[j])
+                     in loop acc for d < D do acc with [d] = acc[d] + w * v[d]
+         in map (/ f32.sum e) acc
        in flatten (tabulate n_head head) :> [C]f32
      else
+       -- weighted sum of the value rows, accumulated row by row (contiguous reads)
+       let mix [m] (w: [m]f32) (rows: [m][D]f32) : [D]f32 =
+         reduce_comm (map2 (+)) (replicate D 0) (map2 (\wt r -> map (* wt) r) w rows)
        let split (r: [C]f32) = unflatten (r :> [n_head * D]f32)
        let (qh, kh, vh) = (split q, map split ks, map split vs)
        in flatten (map (\hh -> mix (softmax (map (\k -> dot qh[hh] k[hh] * scale) kh))

@@ -219,6 +219,21 @@ def test_greedy_generation_matches_reference(gpt2_rt, prompt_len):
     assert top1.tolist() == [expected, expected]
 
 
+def test_greedy_continuations_of_a_batch_match_reference(gpt2_rt):
+    """21 prompts of 1-5 tokens in one batch, each continued as the float64
+    reference's argmax continues it alone, with no batch and no KV cache: every row
+    reads its own cache rows (futhark/attention.fut's `cached_heads`) at its own
+    prompt length."""
+    cfg, hf, _ = tiny(True, seed=5)
+    hf = {k: a * 3 for k, a in hf.items()}  # sharper logits: no near-ties for float32
+    model = model_of(gpt2_rt, cfg, hf)
+    rng = np.random.default_rng(21)
+    prompts = [rng.integers(0, V, size=1 + i % 5) for i in range(21)]
+    got = model.generate_prompts(0, 0.0, 0, prompts, 6)
+    for i, p in enumerate(prompts):
+        assert got[i].tolist() == _greedy_reference(hf, p, 6), f"row {i}"
+
+
 def test_sampling_streams_and_top_k(gpt2_rt):
     """Sample i depends only on (seed, first + i); top_k 3 draws only the 3 likeliest
     first tokens, and over many samples draws all three."""
