@@ -64,16 +64,18 @@ def block_step [K] (a: i64 -> i64 -> f32) ((i0, i1, i2, i3, i4, i5): (i64, i64, 
   in (row_fma (a i0 k) b c0, row_fma (a i1 k) b c1, row_fma (a i2 k) b c2,
       row_fma (a i3 k) b c3, row_fma (a i4 k) b c4, row_fma (a i5 k) b c5)
 
--- | Row d of the block is the sum over k < K of a(i_d, k) * p[k].  Two steps
+-- | Row d of the block is the sum over lo <= k < hi of a(i_d, k) * p[k], in
+-- order of k.  Two steps
 -- per iteration: with one, clang kept each accumulator's previous value alive
 -- for the loop's exit and copied all 12 registers every step (0.6 of the speed
 -- at K = 128).
 def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p: [K][16]f32)
-              : block =
+              (lo: i64) (hi: i64) : block =
   let z = (v8_zero, v8_zero)
-  let acc = loop acc = (z, z, z, z, z, z) for k2 < K / 2 do
-              block_step a is p (2 * k2 + 1) (block_step a is p (2 * k2) acc)
-  in if K % 2 == 1 then block_step a is p (K - 1) acc else acc
+  let len = hi - lo
+  let acc = loop acc = (z, z, z, z, z, z) for k2 < len / 2 do
+              block_step a is p (lo + 2 * k2 + 1) (block_step a is p (lo + 2 * k2) acc)
+  in if len % 2 == 1 then block_step a is p (hi - 1) acc else acc
 
 -- | b: [K][M] as panels of 16 columns, [(M + 15) / 16][K][16], p[j][k][c] =
 -- b[k][16 j + c] (zero past M): the right operand of `gemm`, each panel read
@@ -121,7 +123,16 @@ def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 -- turned each flat index back into (block, row, column) by three integer
 -- divisions per element (GELU's backward alone took 11 % of the recipe's
 -- step on multicore).
-def gemm [K][J] (n: i64) (m: i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n][m]f32 =
+--
+-- `band` gives the sum's range for a block of rows i0..i5, [lo, hi) of k <
+-- K, where a(i, k) is known to be 0 outside it (a triangular left operand: the
+-- terms left out would add zeros, so the bits are the same), and `panels_of`
+-- the number of panels computed for a task whose last row is i (a triangular
+-- result: the columns of the panels left out are 0).  Attention's causal
+-- products use them (`matmul_nt_lower` and the two below it); the dense ones
+-- take the whole range.
+def gemm_band [K][J] (n: i64) (m: i64) (band: i64 -> i64 -> (i64, i64)) (panels_of: i64 -> i64)
+                     (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n][m]f32 =
   -- G blocks of 6 rows a task: 8 where the panels (J K 64 bytes) streamed once per
   -- 6 rows would move over 4 GiB and 16 tasks of 48 rows remain, else 1
   let G = if (n + 5) / 6 * J * K * 64 <= 1 << 32 || n < 16 * 48 then 1 else 8
@@ -129,10 +140,11 @@ def gemm [K][J] (n: i64) (m: i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n
   let rows ib =
     -- every index is in bounds: rows clamped to n, columns below m
     #[unsafe]
-    loop y = replicate R (replicate m 0) for j < J do
+    loop y = replicate R (replicate m 0) for j < i64.min J (panels_of (i64.min (R * ib + R - 1) (n - 1))) do
       loop y for g < G do
         let i d = i64.min (R * ib + 6 * g + d) (n - 1)
-        let (c0, c1, c2, c3, c4, c5) = block_sum a (i 0, i 1, i 2, i 3, i 4, i 5) p[j]
+        let (lo, hi) = band (i 0) (i 5)
+        let (c0, c1, c2, c3, c4, c5) = block_sum a (i 0, i 1, i 2, i 3, i 4, i 5) p[j] lo hi
         let (o, r) = (16 * j, 6 * g)
         in if o + 16 <= m
            then row_put (r + 5) o c5 (row_put (r + 4) o c4 (row_put (r + 3) o c3
@@ -141,6 +153,11 @@ def gemm [K][J] (n: i64) (m: i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n
                             [c0, c1, c2, c3, c4, c5]
                 in loop y for d < 6 do y with [r + d, o:m] = b[d, :m - o]
   in (opaque (flatten (tabulate ((n + R - 1) / R) rows)))[:n]
+
+-- | `gemm_band` over the whole sum and every panel: c[i][j] = sum over k < K of
+-- a(i, k) * b[k][j].
+def gemm [K][J] (n: i64) (m: i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n][m]f32 =
+  gemm_band n m (\_ _ -> (0, K)) (\_ -> J) a p
 
 -- | x w^T: x: [N][K], w: [M][K] -> [N][M] (a linear layer's forward, llm.c's
 -- matmul_forward without the bias).
@@ -158,3 +175,26 @@ def matmul_nn [N][M][K] (dy: [N][M]f32) (w: [M][K]f32) : [N][K]f32 =
 def matmul_tn [N][M][K] (dy: [N][M]f32) (x: [N][K]f32) : [M][K]f32 =
   let dy = opaque dy
   in gemm M K (\m i -> dy[i, m]) (panels x)
+
+-- | The lower triangle of x y^T for x, y: [n][D] (attention's scores q k^T, and
+-- dP = dO V^T in its backward): c[i][j] = x_i . y_j for j <= i, as `matmul_nt`
+-- computes it; above the diagonal, whole panels past a task's last row are left
+-- 0 (the causal mask discards them), about half of the product.
+def matmul_nt_lower [n][D] (x: [n][D]f32) (y: [n][D]f32) : [n][n]f32 =
+  let x = opaque x
+  in gemm_band n n (\_ _ -> (0, D)) (\i -> i / 16 + 1) (\i k -> x[i, k]) (panels_t y)
+
+-- | l w for l: [n][n] lower triangular (l[i][k] = 0 for k > i; attention's
+-- weights P, or dS) and w: [n][D]: `matmul_nn`'s sums with their trailing zero
+-- terms left out (rows i0..i5 sum over k <= i5), the same bits.
+def matmul_nn_lower [n][D] (l: [n][n]f32) (w: [n][D]f32) : [n][D]f32 =
+  let l = opaque l
+  in gemm_band n D (\_ i5 -> (0, i5 + 1)) (\_ -> (D + 15) / 16) (\i k -> l[i, k]) (panels w)
+
+-- | l^T x for l: [n][n] lower triangular and x: [n][D] (attention's dV = P^T dO
+-- and dK = dS^T Q): `matmul_tn`'s sums with their leading zero terms left out
+-- (rows i0..i5 sum over k >= i0; the accumulators start at +0 either way), the
+-- same bits.
+def matmul_tn_lower [n][D] (l: [n][n]f32) (x: [n][D]f32) : [n][D]f32 =
+  let l = opaque l
+  in gemm_band n D (\i0 _ -> (i0, n)) (\_ -> (D + 15) / 16) (\m i -> l[i, m]) (panels x)

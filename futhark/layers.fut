@@ -125,8 +125,8 @@ def attention_forward [n][C] (H: i64) (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f3
   let scale = 1 / f32.sqrt (f32.i64 (C / H))
   let head (qh: [n][C / H]f32) (kh: [n][C / H]f32) (vh: [n][C / H]f32) =
     let att = map2 (\t row -> masked_softmax_fwd (t + 1) (map (* scale) row)) (iota n)
-                   (matmul_nt qh kh)
-    in (matmul_nn att vh, att)
+                   (matmul_nt_lower qh kh)
+    in (matmul_nn_lower att vh, att)
   let (o, att) = unzip (map3 head (heads_of H q) (heads_of H k) (heads_of H v))
   in (merge_heads_of C o, att)
 
@@ -140,12 +140,12 @@ def attention_backward [n][C][H] (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f32)
   let scale = 1 / f32.sqrt (f32.i64 (C / H))
   let head (qh: [n][C / H]f32) (kh: [n][C / H]f32) (vh: [n][C / H]f32) (p: [n][n]f32)
            (doh: [n][C / H]f32) =
-    let dp = matmul_nt doh vh
-    let dv = matmul_tn p doh
+    let dp = matmul_nt_lower doh vh
+    let dv = matmul_tn_lower p doh
     let ds = map2 (\pr dpr -> let c = dot pr dpr in map2 (\pi dpi -> scale * pi * (dpi - c)) pr dpr)
                   p dp
-    let dq = matmul_nn ds kh
-    let dk = matmul_tn ds qh
+    let dq = matmul_nn_lower ds kh
+    let dk = matmul_tn_lower ds qh
     in (dq, dk, dv)
   let (dq, dk, dv) = unzip3 (map5 head (heads_of H q) (heads_of H k) (heads_of H v) att
                                        (heads_of H dout))

@@ -169,12 +169,15 @@ def test_products_in_tasks_of_48_rows(call):
     close(call("head_dw", dy, x)[0], dy64.T @ x64)
 
 
-def test_attention(call):
+@pytest.mark.parametrize("B, T, H, D", [(B, T, H, C // H), (2, 41, 2, 20)])
+def test_attention(call, B, T, H, D):
     """attention_fwd is F.scaled_dot_product_attention(is_causal=True) over each row's T
     positions and H heads (nanoGPT's views), its weights the causal softmax of q kᵀ /
-    sqrt(D); attention_bwd, from those weights, autograd's dq, dk, dv."""
+    sqrt(D); attention_bwd, from those weights, autograd's dq, dk, dv.  At T = 41 and
+    D = 20 the causal products (gemm.fut's `matmul_*_lower`) cross several panels of 16
+    and blocks of 6 rows, partial ones last, so their skipped ranges are exercised."""
     g = rng(5)
-    D = C // H
+    N, C = B * T, H * D
     q, k, v, da = (normal(g, N, C) for _ in range(4))
     tq, tk, tv = t64(q), t64(k), t64(v)
 
