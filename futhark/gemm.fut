@@ -65,10 +65,9 @@ def block_step [K] (a: i64 -> i64 -> f32) ((i0, i1, i2, i3, i4, i5): (i64, i64, 
       row_fma (a i3 k) b c3, row_fma (a i4 k) b c4, row_fma (a i5 k) b c5)
 
 -- | Row d of the block is the sum over lo <= k < hi of a(i_d, k) * p[k], in
--- order of k.  Two steps
--- per iteration: with one, clang kept each accumulator's previous value alive
--- for the loop's exit and copied all 12 registers every step (0.6 of the speed
--- at K = 128).
+-- order of k.  Two steps per iteration: with one, clang kept each
+-- accumulator's previous value alive for the loop's exit and copied all 12
+-- registers every step (0.6 of the speed at K = 128).
 def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p: [K][16]f32)
               (lo: i64) (hi: i64) : block =
   let z = (v8_zero, v8_zero)
@@ -126,7 +125,8 @@ def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 --
 -- `band` gives the sum's range for a block of rows i0..i5, [lo, hi) of k <
 -- K, where a(i, k) is known to be 0 outside it (a triangular left operand: the
--- terms left out would add zeros, so the bits are the same), and `panels_of`
+-- terms left out would add zeros, so for finite operands the bits are the
+-- same), and `panels_of`
 -- the number of panels computed for a task whose last row is i (a triangular
 -- result: the columns of the panels left out are 0).  Attention's causal
 -- products use them (`matmul_nt_lower` and the two below it); the dense ones
