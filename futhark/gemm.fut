@@ -126,11 +126,10 @@ def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 -- `band` gives the sum's range for a block of rows i0..i5, [lo, hi) of k <
 -- K, where a(i, k) is known to be 0 outside it (a triangular left operand: the
 -- terms left out would add zeros, so for finite operands the bits are the
--- same), and `panels_of`
--- the number of panels computed for a task whose last row is i (a triangular
--- result: the columns of the panels left out are 0).  Attention's causal
--- products use them (`matmul_nt_lower` and the two below it); the dense ones
--- take the whole range.
+-- same), and `panels_of` the number of panels computed for a task whose last
+-- row is i (a triangular result: the columns of the panels left out are 0).
+-- Attention's causal products use them (`matmul_nt_lower` and the two below
+-- it); the dense ones take the whole range.
 def gemm_band [K][J] (n: i64) (m: i64) (band: i64 -> i64 -> (i64, i64)) (panels_of: i64 -> i64)
                      (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n][m]f32 =
   -- G blocks of 6 rows a task: 8 where the panels (J K 64 bytes) streamed once per

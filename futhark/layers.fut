@@ -122,13 +122,13 @@ def heads_of [n][C] (H: i64) (x: [n][C]f32) : [H][n][C / H]f32 =
   in unflatten_3d y :> [H][n][C / H]f32
 
 -- | The inverse of `heads_of`, also by sequential loops into one flat array:
--- o: [H][n][D] -> [n][C] with C = H D.
-def merge_heads_of [H][n][D] (C: i64) (o: [H][n][D]f32) : [n][C]f32 =
+-- o: [H][n][D] -> [n][H D].
+def merge_heads_of [H][n][D] (o: [H][n][D]f32) : [n][H * D]f32 =
   let y = #[unsafe]
-          loop y = replicate (n * C) 0 for t < n do
+          loop y = replicate (n * (H * D)) 0 for t < n do
             loop y for h < H do
               loop y for d < D do
-                y with [t * C + h * D + d] = o[h, t, d]
+                y with [(t * H + h) * D + d] = o[h, t, d]
   in unflatten y
 
 -- | Causal multi-head attention over one sequence (microgpt's attention for all
@@ -143,7 +143,7 @@ def attention_forward [n][C] (H: i64) (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f3
                    (matmul_nt_lower qh kh)
     in (matmul_nn_lower att vh, att)
   let (o, att) = unzip (map3 head (heads_of H q) (heads_of H k) (heads_of H v))
-  in (merge_heads_of C o, att)
+  in (merge_heads_of o :> [n][C]f32, att)
 
 -- | The backward of `attention_forward` for dout: [n][C]: (dq, dk, dv), each
 -- [n][C].  Per head, with P the attention weights and S the scaled scores:
@@ -164,7 +164,8 @@ def attention_backward [n][C][H] (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f32)
     in (dq, dk, dv)
   let (dq, dk, dv) = unzip3 (map5 head (heads_of H q) (heads_of H k) (heads_of H v) att
                                        (heads_of H dout))
-  in (merge_heads_of C dq, merge_heads_of C dk, merge_heads_of C dv)
+  let merge (x: [H][n][C / H]f32) = merge_heads_of x :> [n][C]f32
+  in (merge dq, merge dk, merge dv)
 
 -- | The gradient of w * nll(logits, target) with respect to the logits:
 -- w (softmax(logits) - onehot(target)).
