@@ -439,6 +439,40 @@ def test_watchdog_reports_errors_deaths_and_silence_but_not_orderly_ends():
     w1.close()
 
 
+def test_watchdog_reads_what_a_peer_sent_before_blaming_its_silence(monkeypatch):
+    """A process stopped (or its reader thread kept from the GIL) just after a select
+    that found nothing reads what its peer sent meanwhile before it judges the peer:
+    rank 1, resumed after rank 0's heartbeats went on, must not call rank 0 frozen (CI
+    once saw that second line when mpirun woke a stopped rank to end it)."""
+    import select as select_module
+    import threading
+    import types
+
+    from microgpt_fut.parallel import watchdog
+
+    stall, stalled, thread = threading.Event(), threading.Event(), []
+
+    def select(r, w, x, t):
+        out = select_module.select(r, w, x, t)
+        if stall.is_set() and not out[0] and threading.current_thread() in thread \
+                and not stalled.is_set():
+            stalled.set()
+            time.sleep(2.0)  # stopped past the 0.6 s timeout while rank 0 beats on
+        return out
+
+    monkeypatch.setattr(watchdog, "select", types.SimpleNamespace(select=select))
+    monkeypatch.setattr(watchdog, "HEARTBEAT", 0.1)
+    w0, w1, told = _pair(timeout=0.6)
+    w0.timeout = 60.0  # rank 0 does not judge rank 1's stop here
+    thread.append(w1._thread)
+    stall.set()
+    _wait_for(stalled.is_set, 10)
+    time.sleep(3.0)
+    assert stalled.is_set() and told[1] == []
+    w1.close()
+    w0.close()
+
+
 def test_a_token_is_needed_to_pose_as_a_rank():
     import socket
     import threading

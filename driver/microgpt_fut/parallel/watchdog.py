@@ -216,7 +216,9 @@ class Watchdog:
             for p in watched:
                 if p.sock in ready:
                     self._read(p)
-            now = time.monotonic()
+            # Silence is judged by the clock read before the select: were this process
+            # itself stopped (or this thread kept from the GIL) after it, what the peer
+            # sent meanwhile is read by the next select before the peer is blamed.
             for p in watched:
                 if p.open and p.bye is None and now - p.last_seen > self.timeout:
                     self._fail(p, f"has not answered for {self.timeout:.0f} s (stopped or "
