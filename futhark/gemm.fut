@@ -27,20 +27,24 @@ def v8_fma (a: f32) ((b0, b1, b2, b3, b4, b5, b6, b7): v8) ((c0, c1, c2, c3, c4,
 def v8_load [n] (p: [n]f32) (o: i64) : v8 =
   (p[o], p[o + 1], p[o + 2], p[o + 3], p[o + 4], p[o + 5], p[o + 6], p[o + 7])
 
--- | y[r, o:o+8] = v, as eight in-place updates: stores straight into y, which
+-- | y[o:o+8] = v, as eight in-place updates: stores straight into y, which
 -- clang merges into one vector store.  An array literal copied into y instead
 -- cost one runtime copy (`lmad_copy`) per row of every block, 40 % of the
 -- product at K = 128.
-def v8_put [R][m] (r: i64) (o: i64) ((c0, c1, c2, c3, c4, c5, c6, c7): v8) (y: *[R][m]f32) : *[R][m]f32 =
-  let y[r, o] = c0
-  let y[r, o + 1] = c1
-  let y[r, o + 2] = c2
-  let y[r, o + 3] = c3
-  let y[r, o + 4] = c4
-  let y[r, o + 5] = c5
-  let y[r, o + 6] = c6
-  let y[r, o + 7] = c7
+def v8_put [L] (o: i64) ((c0, c1, c2, c3, c4, c5, c6, c7): v8) (y: *[L]f32) : *[L]f32 =
+  let y[o] = c0
+  let y[o + 1] = c1
+  let y[o + 2] = c2
+  let y[o + 3] = c3
+  let y[o + 4] = c4
+  let y[o + 5] = c5
+  let y[o + 6] = c6
+  let y[o + 7] = c7
   in y
+
+-- | a * v in every lane.
+def v8_scale (a: f32) ((c0, c1, c2, c3, c4, c5, c6, c7): v8) : v8 =
+  (a * c0, a * c1, a * c2, a * c3, a * c4, a * c5, a * c6, a * c7)
 
 -- | As an array.
 def v8_list ((c0, c1, c2, c3, c4, c5, c6, c7): v8) : [8]f32 = [c0, c1, c2, c3, c4, c5, c6, c7]
@@ -48,14 +52,16 @@ def v8_list ((c0, c1, c2, c3, c4, c5, c6, c7): v8) : [8]f32 = [c0, c1, c2, c3, c
 -- | One row of a block: 16 columns, two registers.
 type row = (v8, v8)
 
--- | y[r, o:o+16] = v.
-def row_put [R][m] (r: i64) (o: i64) ((v0, v1): row) (y: *[R][m]f32) : *[R][m]f32 =
-  v8_put r (o + 8) v1 (v8_put r o v0 y)
+-- | y[o:o+16] = v.
+def row_put [L] (o: i64) ((v0, v1): row) (y: *[L]f32) : *[L]f32 =
+  v8_put (o + 8) v1 (v8_put o v0 y)
 
 -- | The six rows of a block, 12 registers of accumulators.
 type block = (row, row, row, row, row, row)
 
 def row_fma (a: f32) ((b0, b1): row) ((c0, c1): row) : row = (v8_fma a b0 c0, v8_fma a b1 c1)
+
+def row_scale (a: f32) ((c0, c1): row) : row = (v8_scale a c0, v8_scale a c1)
 
 -- | The block after one step k of the sum: row d += a(i_d, k) * p[k].
 def block_step [K] (a: i64 -> i64 -> f32) ((i0, i1, i2, i3, i4, i5): (i64, i64, i64, i64, i64, i64))
@@ -76,39 +82,127 @@ def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p
               block_step a is p (lo + 2 * k2 + 1) (block_step a is p (lo + 2 * k2) acc)
   in if len % 2 == 1 then block_step a is p (hi - 1) acc else acc
 
+-- | The panels of 16 columns of an operand [K][M] given by its elements (b k col,
+-- col < M), flat: p[(j K + k) 16 + c] = b k (16 j + c), zero past M, L = J K 16
+-- for J = (M + 15) / 16.  Written element by element into one flat array by
+-- sequential loops: as a `tabulate` of [16] rows, each row went through a
+-- temporary array and a runtime copy (`lmad_copy`), and the whole result was
+-- copied once more (5 % of the recipe's step); as a transposed view of b, the
+-- panels' reads went through b's layout in the training step, with integer
+-- divisions and gathers.
+def pack (L: i64) (K: i64) (M: i64) (b: i64 -> i64 -> f32) : [L]f32 =
+  let J = (M + 15) / 16
+  -- every index is in bounds: c < 16, columns past M are not read, L = J K 16
+  in #[unsafe]
+     loop p = replicate L 0 for j < J do
+       loop p for k < K do
+         loop p for c < 16 do
+           let col = 16 * j + c
+           in p with [(j * K + k) * 16 + c] = if col < M then b k col else 0
+
 -- | b: [K][M] as panels of 16 columns, [(M + 15) / 16][K][16], p[j][k][c] =
 -- b[k][16 j + c] (zero past M): the right operand of `gemm`, each panel read
--- along k as one contiguous stream.  Written element by element into one flat
--- array by sequential loops: as a `tabulate` of [16] rows, each row went
--- through a temporary array and a runtime copy (`lmad_copy`), and the whole
--- result was copied once more (5 % of the recipe's step); as a transposed view
--- of b, the panels' reads went through b's layout in the training step, with
--- integer divisions and gathers.
+-- along k as one contiguous stream (`pack`).  Inlined: for attention's
+-- products, per head inside a parallel map.
 def panels [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
   let J = (M + 15) / 16
-  -- every index is in bounds: c < 16, and columns past M are not read
-  let p = #[unsafe]
-          loop p = replicate (J * K * 16) 0 for j < J do
-            loop p for k < K do
-              loop p for c < 16 do
-                let col = 16 * j + c
-                in p with [(j * K + k) * 16 + c] = if col < M then b[k, col] else 0
-  in unflatten_3d p
+  in unflatten_3d (pack (J * K * 16) K M (\k col -> b[k, col]))
 
 -- | `panels` of w's transpose, from w: [M][K] as it lies: p[j][k][c] = w[16 j + c][k].
 def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
   let J = (M + 15) / 16
-  let p = #[unsafe]
-          loop p = replicate (J * K * 16) 0 for j < J do
-            loop p for k < K do
-              loop p for c < 16 do
-                let row = 16 * j + c
-                in p with [(j * K + k) * 16 + c] = if row < M then w[row, k] else 0
-  in unflatten_3d p
+  in unflatten_3d (pack (J * K * 16) K M (\k row -> w[row, k]))
+
+-- | `panels` for the linear layers' products (`tasks_rows`, `tasks_cols`), first-
+-- order and not inlined, with the flat size L = J K 16 a parameter, so that the
+-- panels are a block of their own, as a function's argument must be (packed
+-- inline, they were copied once more on their way in).  Not for code inside a
+-- parallel map: there each call's block came from a worker thread's arena,
+-- page-faulted in afresh (7x the page faults of multicore's recipe step).
+#[noinline]
+def pack_rows [K][M] (L: i64) (b: [K][M]f32) : [L]f32 = pack L K M (\k col -> b[k, col])
+
+-- | `panels_t`'s, as `pack_rows`.
+#[noinline]
+def pack_cols [M][K] (L: i64) (w: [M][K]f32) : [L]f32 = pack L K M (\k row -> w[row, k])
+
+-- | `panels` by `pack_rows`.
+def panels_dense [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
+  let J = (M + 15) / 16
+  in unflatten_3d (pack_rows (J * K * 16) b :> [J * K * 16]f32)
+
+-- | `panels_t` by `pack_cols`.
+def panels_t_dense [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
+  let J = (M + 15) / 16
+  in unflatten_3d (pack_cols (J * K * 16) w :> [J * K * 16]f32)
+
+-- | The blocks of `gemm`'s tasks, [T][R m] for R = 6 G: task t holds rows R t ..
+-- R t + R - 1 one after another (row i clamped to n - 1), each row m columns.
+-- The left operand is read through a, the sum for the block of rows i0..i5 runs
+-- over [lo, hi) = band i0 i5, and a task whose last row is i computes
+-- panels_of i panels (the rest of its columns stay 0).  Each sum is multiplied
+-- by alpha as it is stored (by 1 exactly, for the plain products).
+def tasks [K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64) (alpha: f32)
+                 (band: i64 -> i64 -> (i64, i64)) (panels_of: i64 -> i64)
+                 (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [T][Rm]f32 =
+  let R = 6 * G
+  let rows t =
+    -- every index is in bounds: rows clamped to n, columns below m, Rm = R m
+    #[unsafe]
+    loop y = replicate Rm 0 for j < i64.min J (panels_of (i64.min (R * t + R - 1) (n - 1))) do
+      loop y for g < G do
+        let i d = i64.min (R * t + 6 * g + d) (n - 1)
+        let (lo, hi) = band (i 0) (i 5)
+        let (c0, c1, c2, c3, c4, c5) = block_sum a (i 0, i 1, i 2, i 3, i 4, i 5) p[j] lo hi
+        let (c0, c1, c2, c3, c4, c5) = (row_scale alpha c0, row_scale alpha c1, row_scale alpha c2,
+                                        row_scale alpha c3, row_scale alpha c4, row_scale alpha c5)
+        let (o, r) = (16 * j, 6 * g * m)
+        in if o + 16 <= m
+           then row_put (r + 5 * m + o) c5 (row_put (r + 4 * m + o) c4 (row_put (r + 3 * m + o) c3
+                  (row_put (r + 2 * m + o) c2 (row_put (r + m + o) c1 (row_put (r + o) c0 y)))))
+           else let b = map (\((v0, v1): row) -> v8_list v0 ++ v8_list v1 :> [16]f32)
+                            [c0, c1, c2, c3, c4, c5]
+                in loop y for d < 6 do y with [r + d * m + o:r + d * m + m] = b[d, :m - o]
+  in tabulate T rows
+
+-- | G, the blocks of 6 rows a task of `tasks` computes: 8 where the panels (J K 64
+-- bytes) streamed once per 6 rows would move over 4 GiB and 16 tasks of 48 rows
+-- remain, else 1.
+def blocks_per_task (n: i64) (J: i64) (K: i64) : i64 =
+  if (n + 5) / 6 * J * K * 64 <= 1 << 32 || n < 16 * 48 then 1 else 8
+
+-- | The first n rows of `tasks`' result y: [T][R m], as [n][m].  The flattened
+-- blocks are `opaque`: otherwise Futhark folds the reshape into every later
+-- read, and an element-wise map over the result turned each flat index back
+-- into (block, row, column) by three integer divisions per element (GELU's
+-- backward alone took 11 % of the recipe's step on multicore).
+def first_rows [T][Rm] (n: i64) (m: i64) (y: [T][Rm]f32) : [n][m]f32 =
+  (unflatten (opaque (flatten y) :> [(T * (Rm / m)) * m]f32))[:n]
+
+-- | `tasks` over the whole sum and every panel, with the left operand a: [r][c]
+-- read by rows (a(i, k) = a[i, k]).  First-order and not inlined, with every
+-- size a parameter: clang compiles it alone into the micro-kernel (c's recipe
+-- step 1.2-1.4x faster than with every product inlined into the training
+-- step), and the blocks are written in place into the array it returns
+-- (inlined, Futhark 0.25 copied the whole result once more: it did not see the
+-- map's strides R*m and m*R as equal).  Its arguments are copied instead where
+-- they lie in a loop's buffer or are a slice (a layer's weights): as many bytes
+-- a step as before.
+#[noinline]
+def tasks_rows [r][c][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
+                            (a: [r][c]f32) (p: [J][K][16]f32) : [T][Rm]f32 =
+  tasks T G n m Rm 1 (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[i, k]) p
+
+-- | As `tasks_rows`, with a: [r][c] read by columns (a(i, k) = a[k, i]), passed
+-- flattened (rc = r c): as [r][c], multicore copied a whole before the product.
+#[noinline]
+def tasks_cols [rc][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
+                           (c: i64) (a: [rc]f32) (p: [J][K][16]f32) : [T][Rm]f32 =
+  tasks T G n m Rm 1 (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[k * c + i]) p
 
 -- | c[i][j] = sum over k of a(i, k) * b[k][j], for i < n and j < m <= 16 J, with
--- b as `panels` p and the left operand read through a (its rows as they lie, or
--- its columns: any layout).  Tasks of G blocks of 6 rows run in parallel (on
+-- b as `panels` p and a: [r][c] read by rows (a(i, k) = a[i, k]) or, `by_cols`,
+-- by columns (a[k, i]).  Tasks of G blocks of 6 rows run in parallel (on
 -- multicore), each reading panel after panel once for its G blocks: G is 1
 -- unless the panels, streamed from memory once per 6 rows, would move over
 -- 4 GiB, as at GPT-2's head (V = 50257), where G = 8 halved the forward's and
@@ -117,78 +211,59 @@ def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 -- block is written whole, and those rows are dropped (a slice of rows from the
 -- start, which keeps the result's layout and needs no copy).  A panel past m
 -- (m not a multiple of 16) is written through a small array.
--- The flattened blocks are `opaque`: otherwise Futhark folds the
--- reshape into every later read, and an element-wise map over the result
--- turned each flat index back into (block, row, column) by three integer
--- divisions per element (GELU's backward alone took 11 % of the recipe's
--- step on multicore).
---
--- `band` gives the sum's range for a block of rows i0..i5, [lo, hi) of k <
--- K, where a(i, k) is known to be 0 outside it (a triangular left operand: the
--- terms left out would add zeros, so for finite operands the bits are the
--- same), and `panels_of` the number of panels computed for a task whose last
--- row is i (a triangular result: the columns of the panels left out are 0).
--- Attention's causal products use them (`matmul_nt_lower` and the two below
--- it); the dense ones take the whole range.
-def gemm_band [K][J] (n: i64) (m: i64) (band: i64 -> i64 -> (i64, i64)) (panels_of: i64 -> i64)
-                     (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n][m]f32 =
-  -- G blocks of 6 rows a task: 8 where the panels (J K 64 bytes) streamed once per
-  -- 6 rows would move over 4 GiB and 16 tasks of 48 rows remain, else 1
-  let G = if (n + 5) / 6 * J * K * 64 <= 1 << 32 || n < 16 * 48 then 1 else 8
-  let R = 6 * G
-  let rows ib =
-    -- every index is in bounds: rows clamped to n, columns below m
-    #[unsafe]
-    loop y = replicate R (replicate m 0) for j < i64.min J (panels_of (i64.min (R * ib + R - 1) (n - 1))) do
-      loop y for g < G do
-        let i d = i64.min (R * ib + 6 * g + d) (n - 1)
-        let (lo, hi) = band (i 0) (i 5)
-        let (c0, c1, c2, c3, c4, c5) = block_sum a (i 0, i 1, i 2, i 3, i 4, i 5) p[j] lo hi
-        let (o, r) = (16 * j, 6 * g)
-        in if o + 16 <= m
-           then row_put (r + 5) o c5 (row_put (r + 4) o c4 (row_put (r + 3) o c3
-                  (row_put (r + 2) o c2 (row_put (r + 1) o c1 (row_put r o c0 y)))))
-           else let b = map (\((v0, v1): row) -> v8_list v0 ++ v8_list v1 :> [16]f32)
-                            [c0, c1, c2, c3, c4, c5]
-                in loop y for d < 6 do y with [r + d, o:m] = b[d, :m - o]
-  in (opaque (flatten (tabulate ((n + R - 1) / R) rows)))[:n]
+def gemm [r][c][K][J] (n: i64) (m: i64) (by_cols: bool) (a: [r][c]f32) (p: [J][K][16]f32)
+                      : [n][m]f32 =
+  let G = blocks_per_task n J K
+  let T = (n + 6 * G - 1) / (6 * G)
+  let y = if by_cols then tasks_cols T G n m (6 * G * m) c (flatten a) p
+          else tasks_rows T G n m (6 * G * m) a p
+  in first_rows n m y
 
--- | `gemm_band` over the whole sum and every panel: c[i][j] = sum over k < K of
--- a(i, k) * b[k][j].
-def gemm [K][J] (n: i64) (m: i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [n][m]f32 =
-  gemm_band n m (\_ _ -> (0, K)) (\_ -> J) a p
+-- | `tasks` inlined where it is used, for attention's causal products, called
+-- per head inside a parallel map over the heads: through `tasks_rows`, each call
+-- was a parallel task nested in the heads' (with `pack_rows`, multicore's recipe
+-- step 13,662-16,750 tokens/s against 16,811-18,385).  Each block's sum runs
+-- over [lo, hi) = band i0 i5, where a(i, k) is known to be 0 outside it (a
+-- triangular left operand: the terms left out would add zeros, so for finite
+-- operands the bits are the same), and a task whose last row is i computes
+-- panels_of i panels (a triangular result: the columns of the panels left out
+-- are 0).  Each sum is multiplied by alpha as it is stored.
+def gemm_band [K][J] (n: i64) (m: i64) (alpha: f32) (band: i64 -> i64 -> (i64, i64))
+                     (panels_of: i64 -> i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32)
+                     : [n][m]f32 =
+  let T = (n + 5) / 6
+  in first_rows n m (tasks T 1 n m (6 * m) alpha band panels_of a p)
 
 -- | x w^T: x: [N][K], w: [M][K] -> [N][M] (a linear layer's forward, llm.c's
 -- matmul_forward without the bias).
 def matmul_nt [N][K][M] (x: [N][K]f32) (w: [M][K]f32) : [N][M]f32 =
-  let x = opaque x
-  in gemm N M (\i k -> x[i, k]) (panels_t w)
+  gemm N M false x (panels_t_dense w)
 
 -- | dy w: dy: [N][M], w: [M][K] -> [N][K] (a linear layer's dx).
 def matmul_nn [N][M][K] (dy: [N][M]f32) (w: [M][K]f32) : [N][K]f32 =
-  let dy = opaque dy
-  in gemm N K (\i m -> dy[i, m]) (panels w)
+  gemm N K false dy (panels_dense w)
 
 -- | dy^T x: dy: [N][M], x: [N][K] -> [M][K] (a linear layer's dW): dy read by
 -- columns in place, six consecutive elements of a row per step, no transpose.
 def matmul_tn [N][M][K] (dy: [N][M]f32) (x: [N][K]f32) : [M][K]f32 =
-  let dy = opaque dy
-  in gemm M K (\m i -> dy[i, m]) (panels x)
+  gemm M K true dy (panels_dense x)
 
--- | The lower triangle of x y^T for x, y: [n][D] (attention's scores q k^T, and
--- dP = dO V^T in its backward): c[i][j] = x_i . y_j for j <= i, as `matmul_nt`
--- computes it; above the diagonal, whole panels past a task's last row are left
--- 0 (the causal mask discards them), about half of the product.
-def matmul_nt_lower [n][D] (x: [n][D]f32) (y: [n][D]f32) : [n][n]f32 =
+-- | The lower triangle of alpha x y^T for x, y: [n][D] (attention's scaled
+-- scores q k^T / sqrt D, and dP = dO V^T in its backward): c[i][j] = alpha (x_i .
+-- y_j) for j <= i, the dot product as `matmul_nt` computes it, times alpha as
+-- it is stored (the same bits as a map (* alpha) after it, without a pass of its
+-- own); above the diagonal, whole panels past a task's last row are left 0 (the
+-- causal mask discards them), about half of the product.
+def matmul_nt_lower [n][D] (alpha: f32) (x: [n][D]f32) (y: [n][D]f32) : [n][n]f32 =
   let x = opaque x
-  in gemm_band n n (\_ _ -> (0, D)) (\i -> i / 16 + 1) (\i k -> x[i, k]) (panels_t y)
+  in gemm_band n n alpha (\_ _ -> (0, D)) (\i -> i / 16 + 1) (\i k -> x[i, k]) (panels_t y)
 
 -- | l w for l: [n][n] lower triangular (l[i][k] = 0 for k > i; attention's
 -- weights P, or dS) and w: [n][D]: `matmul_nn`'s sums with their trailing zero
 -- terms left out (rows i0..i5 sum over k <= i5), the same bits.
 def matmul_nn_lower [n][D] (l: [n][n]f32) (w: [n][D]f32) : [n][D]f32 =
   let l = opaque l
-  in gemm_band n D (\_ i5 -> (0, i5 + 1)) (\_ -> (D + 15) / 16) (\i k -> l[i, k]) (panels w)
+  in gemm_band n D 1 (\_ i5 -> (0, i5 + 1)) (\_ -> (D + 15) / 16) (\i k -> l[i, k]) (panels w)
 
 -- | l^T x for l: [n][n] lower triangular and x: [n][D] (attention's dV = P^T dO
 -- and dK = dS^T Q): `matmul_tn`'s sums with their leading zero terms left out
@@ -196,4 +271,4 @@ def matmul_nn_lower [n][D] (l: [n][n]f32) (w: [n][D]f32) : [n][D]f32 =
 -- same bits.
 def matmul_tn_lower [n][D] (l: [n][n]f32) (x: [n][D]f32) : [n][D]f32 =
   let l = opaque l
-  in gemm_band n D (\i0 _ -> (i0, n)) (\_ -> (D + 15) / 16) (\m i -> l[i, m]) (panels x)
+  in gemm_band n D 1 (\i0 _ -> (i0, n)) (\_ -> (D + 15) / 16) (\m i -> l[i, m]) (panels x)

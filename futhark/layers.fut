@@ -139,8 +139,10 @@ def attention_forward [n][C] (H: i64) (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f3
                       : ([n][C]f32, [H][n][n]f32) =
   let scale = 1 / f32.sqrt (f32.i64 (C / H))
   let head (qh: [n][C / H]f32) (kh: [n][C / H]f32) (vh: [n][C / H]f32) =
-    let att = map2 (\t row -> masked_softmax_fwd (t + 1) (map (* scale) row)) (iota n)
-                   (matmul_nt_lower qh kh)
+    -- the scores scaled as the product stores them: a map (* scale) here was fused
+    -- into the max's loop, whose stores then kept clang from vectorising it
+    let att = map2 (\t row -> masked_softmax_fwd (t + 1) row) (iota n)
+                   (matmul_nt_lower scale qh kh)
     in (matmul_nn_lower att vh, att)
   let (o, att) = unzip (map3 head (heads_of H q) (heads_of H k) (heads_of H v))
   in (merge_heads_of o :> [n][C]f32, att)
@@ -155,7 +157,7 @@ def attention_backward [n][C][H] (q: [n][C]f32) (k: [n][C]f32) (v: [n][C]f32)
   let scale = 1 / f32.sqrt (f32.i64 (C / H))
   let head (qh: [n][C / H]f32) (kh: [n][C / H]f32) (vh: [n][C / H]f32) (p: [n][n]f32)
            (doh: [n][C / H]f32) =
-    let dp = matmul_nt_lower doh vh
+    let dp = matmul_nt_lower 1 doh vh
     let dv = matmul_tn_lower p doh
     let ds = map2 (\pr dpr -> let c = dot pr dpr in map2 (\pi dpi -> scale * pi * (dpi - c)) pr dpr)
                   p dp
