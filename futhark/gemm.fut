@@ -138,11 +138,12 @@ def panels_t_dense [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 
 -- | The blocks of `gemm`'s tasks, [T][R m] for R = 6 G: task t holds rows R t ..
 -- R t + R - 1 one after another (row i clamped to n - 1), each row m columns.
--- The left operand is read through a, the sum for the block of rows i0..i5 runs
--- over [lo, hi) = band i0 i5, and a task whose last row is i computes
--- panels_of i panels (the rest of its columns stay 0).  Each sum is multiplied
--- by alpha as it is stored (by 1 exactly, for the plain products).
-def tasks [K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64) (alpha: f32)
+-- The left operand is read through a, row i's k-th element as a (at i) k, the
+-- sum for the block of rows i0..i5 runs over [lo, hi) = band i0 i5, and a task
+-- whose last row is i computes panels_of i panels (the rest of its columns stay
+-- 0).  Each sum is multiplied by alpha as it is stored (by 1 exactly, for the
+-- plain products).
+def tasks [K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64) (alpha: f32) (at: i64 -> i64)
                  (band: i64 -> i64 -> (i64, i64)) (panels_of: i64 -> i64)
                  (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [T][Rm]f32 =
   let R = 6 * G
@@ -153,7 +154,8 @@ def tasks [K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64) (alpha: f32)
       loop y for g < G do
         let i d = i64.min (R * t + 6 * g + d) (n - 1)
         let (lo, hi) = band (i 0) (i 5)
-        let (c0, c1, c2, c3, c4, c5) = block_sum a (i 0, i 1, i 2, i 3, i 4, i 5) p[j] lo hi
+        let (c0, c1, c2, c3, c4, c5) =
+          block_sum a (at (i 0), at (i 1), at (i 2), at (i 3), at (i 4), at (i 5)) p[j] lo hi
         let (c0, c1, c2, c3, c4, c5) = (row_scale alpha c0, row_scale alpha c1, row_scale alpha c2,
                                         row_scale alpha c3, row_scale alpha c4, row_scale alpha c5)
         let (o, r) = (16 * j, 6 * g * m)
@@ -171,13 +173,13 @@ def tasks [K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64) (alpha: f32)
 def blocks_per_task (n: i64) (J: i64) (K: i64) : i64 =
   if (n + 5) / 6 * J * K * 64 <= 1 << 32 || n < 16 * 48 then 1 else 8
 
--- | The first n rows of `tasks`' result y: [T][R m], as [n][m].  The flattened
--- blocks are `opaque`: otherwise Futhark folds the reshape into every later
--- read, and an element-wise map over the result turned each flat index back
--- into (block, row, column) by three integer divisions per element (GELU's
--- backward alone took 11 % of the recipe's step on multicore).
-def first_rows [T][Rm] (n: i64) (m: i64) (y: [T][Rm]f32) : [n][m]f32 =
-  (unflatten (opaque (flatten y) :> [(T * (Rm / m)) * m]f32))[:n]
+-- | The first n rows of `tasks`' result y: [T][R m] (R rows a task), as [n][m].
+-- The flattened blocks are `opaque`: otherwise Futhark folds the reshape into
+-- every later read, and an element-wise map over the result turned each flat
+-- index back into (block, row, column) by three integer divisions per element
+-- (GELU's backward alone took 11 % of the recipe's step on multicore).
+def first_rows [T][Rm] (R: i64) (n: i64) (m: i64) (y: [T][Rm]f32) : [n][m]f32 =
+  (unflatten (opaque (flatten y) :> [(T * R) * m]f32))[:n]
 
 -- | `tasks` over the whole sum and every panel, with the left operand a: [r][c]
 -- read by rows (a(i, k) = a[i, k]).  First-order and not inlined, with every
@@ -191,14 +193,36 @@ def first_rows [T][Rm] (n: i64) (m: i64) (y: [T][Rm]f32) : [n][m]f32 =
 #[noinline]
 def tasks_rows [r][c][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
                             (a: [r][c]f32) (p: [J][K][16]f32) : [T][Rm]f32 =
-  tasks T G n m Rm 1 (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[i, k]) p
+  tasks T G n m Rm 1 id (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[i, k]) p
 
 -- | As `tasks_rows`, with a: [r][c] read by columns (a(i, k) = a[k, i]), passed
 -- flattened (rc = r c): as [r][c], multicore copied a whole before the product.
 #[noinline]
 def tasks_cols [rc][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
                            (c: i64) (a: [rc]f32) (p: [J][K][16]f32) : [T][Rm]f32 =
-  tasks T G n m Rm 1 (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[k * c + i]) p
+  tasks T G n m Rm 1 id (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[k * c + i]) p
+
+-- | The strips of 6 columns of a: [r][c] (flattened, rc = r c), as BLAS packs
+-- its left operand: s[(t r + k) 6 + d] = a[k][min (6 t + d) (c - 1)] for strip
+-- t < (c + 5) / 6, L = 6 r ((c + 5) / 6), so that a block of `tasks_strips`
+-- reads its six rows of a^T as one stream.  As `pack`, sequential loops, not
+-- inlined.
+#[noinline]
+def pack_strips [rc] (L: i64) (r: i64) (c: i64) (a: [rc]f32) : [L]f32 =
+  -- every index is in bounds: k < r, columns clamped to c - 1, L = 6 r S
+  #[unsafe]
+  loop s = replicate L 0 for t < (c + 5) / 6 do
+    loop s for k < r do
+      loop s for d < 6 do
+        s with [(t * r + k) * 6 + d] = a[k * c + i64.min (6 * t + d) (c - 1)]
+
+-- | As `tasks_cols`, with a^T's rows read from `pack_strips`' strips of a (K = r
+-- the sum's length): row i's k-th element at s[(i / 6) 6 K + 6 k + i % 6].
+#[noinline]
+def tasks_strips [L][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
+                            (s: [L]f32) (p: [J][K][16]f32) : [T][Rm]f32 =
+  tasks T G n m Rm 1 (\i -> i / 6 * 6 * K + i % 6) (\_ _ -> (0, K)) (\_ -> J)
+        (\o k -> #[unsafe] s[o + 6 * k]) p
 
 -- | c[i][j] = sum over k of a(i, k) * b[k][j], for i < n and j < m <= 16 J, with
 -- b as `panels` p and a: [r][c] read by rows (a(i, k) = a[i, k]) or, `by_cols`,
@@ -210,14 +234,21 @@ def tasks_cols [rc][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
 -- last task repeats row n - 1 where n is not a multiple of 6 G, so that every
 -- block is written whole, and those rows are dropped (a slice of rows from the
 -- start, which keeps the result's layout and needs no copy).  A panel past m
--- (m not a multiple of 16) is written through a small array.
+-- (m not a multiple of 16) is written through a small array.  Read by
+-- columns with rows of c >= 768 elements (GPT-2 124M's dW), a block's six
+-- elements a step lie on another page each step: there a is packed into strips
+-- of 6 columns first (`pack_strips`), the same sums 1.25-1.5x faster alone
+-- (bench/README.md), except where G = 8 (the head, whose strips would copy the
+-- logits' gradient: 206 MB at 124M).
 def gemm [r][c][K][J] (n: i64) (m: i64) (by_cols: bool) (a: [r][c]f32) (p: [J][K][16]f32)
                       : [n][m]f32 =
   let G = blocks_per_task n J K
   let T = (n + 6 * G - 1) / (6 * G)
-  let y = if by_cols then tasks_cols T G n m (6 * G * m) c (flatten a) p
+  let y = if by_cols && c >= 768 && G == 1
+          then tasks_strips T G n m (6 * G * m) (pack_strips (6 * r * ((c + 5) / 6)) r c (flatten a)) p
+          else if by_cols then tasks_cols T G n m (6 * G * m) c (flatten a) p
           else tasks_rows T G n m (6 * G * m) a p
-  in first_rows n m y
+  in first_rows (6 * G) n m y
 
 -- | `tasks` inlined where it is used, for attention's causal products, called
 -- per head inside a parallel map over the heads: through `tasks_rows`, each call
@@ -232,7 +263,7 @@ def gemm_band [K][J] (n: i64) (m: i64) (alpha: f32) (band: i64 -> i64 -> (i64, i
                      (panels_of: i64 -> i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32)
                      : [n][m]f32 =
   let T = (n + 5) / 6
-  in first_rows n m (tasks T 1 n m (6 * m) alpha band panels_of a p)
+  in first_rows 6 n m (tasks T 1 n m (6 * m) alpha id band panels_of a p)
 
 -- | x w^T: x: [N][K], w: [M][K] -> [N][M] (a linear layer's forward, llm.c's
 -- matmul_forward without the bias).
@@ -244,7 +275,8 @@ def matmul_nn [N][M][K] (dy: [N][M]f32) (w: [M][K]f32) : [N][K]f32 =
   gemm N K false dy (panels_dense w)
 
 -- | dy^T x: dy: [N][M], x: [N][K] -> [M][K] (a linear layer's dW): dy read by
--- columns in place, six consecutive elements of a row per step, no transpose.
+-- columns, six consecutive elements of a row per step, no transpose (in place,
+-- or from strips of 6 columns for M >= 768: `gemm`).
 def matmul_tn [N][M][K] (dy: [N][M]f32) (x: [N][K]f32) : [M][K]f32 =
   gemm M K true dy (panels_dense x)
 

@@ -169,6 +169,19 @@ def test_products_in_tasks_of_48_rows(call):
     close(call("head_dw", dy, x)[0], dy64.T @ x64)
 
 
+def test_dw_from_strips(call):
+    """dW = dy^T x where dy's rows have 768 or more elements, which gemm.fut reads from
+    strips of 6 of dy's columns (`pack_strips`): dense_dw equals float64 NumPy's product,
+    with M = 770 and 1001 outputs (strips and tasks of 6 rows left partial), N = 21
+    positions and K = 20 inputs (a partial panel)."""
+    g = rng(10)
+    for M in (770, 1001):
+        x, dy = normal(g, N, 20), normal(g, N, M)
+        dw, db = call("dense_dw", np.bool_(True), x, dy)
+        close(dw, dy.astype(np.float64).T @ x.astype(np.float64))
+        close(db, dy.astype(np.float64).sum(axis=0))
+
+
 @pytest.mark.parametrize("B, T, H, D", [(B, T, H, C // H), (2, 41, 2, 20)])
 def test_attention(call, B, T, H, D):
     """attention_fwd is F.scaled_dot_product_attention(is_causal=True) over each row's T
