@@ -16,14 +16,6 @@ import "gemm"
 import "nn"
 import "tensor"
 
--- | a as [m][n], laid out afresh in row-major order (a bare `transpose`, even
--- copied, stays a strided view of a's memory).  Element by element: a tiled
--- copy (64 x 64 tiles through the runtime's transposing copy) was 2.2x faster
--- on a [2048][512] array alone, but slower in training, whose documents'
--- [n][C] arrays are small enough to stay in the cache.
-def transposed [n][m] (a: [n][m]f32) : [m][n]f32 =
-  opaque (tabulate m (\i -> tabulate n (\j -> a[j, i])))
-
 -- | The backward of a linear layer y = x w^T (`matmul_nt`): dx = dy w: [N][K]
 -- and dw = dy^T x: [M][K] for dy: [N][M] (llm.c's matmul_backward).  dw is
 -- made an array of its own (`opaque`): fused into the optimiser's flat loop
@@ -65,9 +57,15 @@ def layer_norm_backward [n] (w: [n]f32) (x: [n]f32) (dy: [n]f32) : [n]f32 =
   let (mg, mgz) = (f32.sum g / f32.i64 n, dot g z / f32.i64 n)
   in map2 (\gi zi -> (gi - mg - zi * mgz) * r) g z
 
--- | The sum of the N rows of a: [N][M] (a bias's gradient), read as contiguous rows
--- of the transpose.
-def col_sums [N][M] (a: [N][M]f32) : [M]f32 = map f32.sum (transposed a)
+-- | The sum of the N rows of a: [N][M] (a bias's or LayerNorm's parameters'
+-- gradient), as a reduction of rows by vector adds, each row read as it lies
+-- (in order: on c one row after another; on multicore a fixed split, see
+-- build.sh).  Summed column by column over a transposed copy instead, every
+-- element of the copy was read from another cache line (at GPT-2 124M's
+-- [1024][768], another page): LayerNorm's backward took 5x PyTorch's time there.
+-- Alone at [1024][3072], 0.7 ms against 12.8 on c, 0.35 against 15.3 on
+-- multicore (as a loop over the rows, each row's adds a parallel map there: 2.4).
+def col_sums [N][M] (a: [N][M]f32) : [M]f32 = reduce (map2 (+)) (replicate M 0) a
 
 -- | The gradients of `layer_norm`'s weight and bias over the N rows xs: [N][n] for
 -- dys: [N][n] (the bias's zero without `bias`).
