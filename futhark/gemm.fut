@@ -82,23 +82,23 @@ def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p
               block_step a is p (lo + 2 * k2 + 1) (block_step a is p (lo + 2 * k2) acc)
   in if len % 2 == 1 then block_step a is p (hi - 1) acc else acc
 
--- | The panels of 16 columns of an operand [K][M] given by its elements (b k col,
--- col < M), flat: p[(j K + k) 16 + c] = b k (16 j + c), zero past M, L = J K 16
--- for J = (M + 15) / 16.  Written element by element into one flat array by
--- sequential loops: as a `tabulate` of [16] rows, each row went through a
--- temporary array and a runtime copy (`lmad_copy`), and the whole result was
--- copied once more (5 % of the recipe's step); as a transposed view of b, the
--- panels' reads went through b's layout in the training step, with integer
--- divisions and gathers.
-def pack (L: i64) (K: i64) (M: i64) (b: i64 -> i64 -> f32) : [L]f32 =
-  let J = (M + 15) / 16
-  -- every index is in bounds: c < 16, columns past M are not read, L = J K 16
+-- | The panels of w columns of an operand [K][M] given by its elements (b k col,
+-- col < M), flat: p[(j K + k) w + c] = b k (w j + c), zero past M, L = J K w
+-- for J = (M + w - 1) / w (w = 16: `gemm`'s right operand; 6: `pack_strips`).
+-- Written element by element into one flat array by sequential loops: as a
+-- `tabulate` of [16] rows, each row went through a temporary array and a
+-- runtime copy (`lmad_copy`), and the whole result was copied once more (5 % of
+-- the recipe's step); as a transposed view of b, the panels' reads went through
+-- b's layout in the training step, with integer divisions and gathers.
+def pack (w: i64) (L: i64) (K: i64) (M: i64) (b: i64 -> i64 -> f32) : [L]f32 =
+  let J = (M + w - 1) / w
+  -- every index is in bounds: c < w, columns past M are not read, L = J K w
   in #[unsafe]
      loop p = replicate L 0 for j < J do
        loop p for k < K do
-         loop p for c < 16 do
-           let col = 16 * j + c
-           in p with [(j * K + k) * 16 + c] = if col < M then b k col else 0
+         loop p for c < w do
+           let col = w * j + c
+           in p with [(j * K + k) * w + c] = if col < M then b k col else 0
 
 -- | b: [K][M] as panels of 16 columns, [(M + 15) / 16][K][16], p[j][k][c] =
 -- b[k][16 j + c] (zero past M): the right operand of `gemm`, each panel read
@@ -106,12 +106,12 @@ def pack (L: i64) (K: i64) (M: i64) (b: i64 -> i64 -> f32) : [L]f32 =
 -- products, per head inside a parallel map.
 def panels [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
   let J = (M + 15) / 16
-  in unflatten_3d (pack (J * K * 16) K M (\k col -> b[k, col]))
+  in unflatten_3d (pack 16 (J * K * 16) K M (\k col -> b[k, col]))
 
 -- | `panels` of w's transpose, from w: [M][K] as it lies: p[j][k][c] = w[16 j + c][k].
 def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
   let J = (M + 15) / 16
-  in unflatten_3d (pack (J * K * 16) K M (\k row -> w[row, k]))
+  in unflatten_3d (pack 16 (J * K * 16) K M (\k row -> w[row, k]))
 
 -- | `panels` for the linear layers' products (`tasks_rows`, `tasks_cols`), first-
 -- order and not inlined, with the flat size L = J K 16 a parameter, so that the
@@ -120,11 +120,11 @@ def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 -- parallel map: there each call's block came from a worker thread's arena,
 -- page-faulted in afresh (7x the page faults of multicore's recipe step).
 #[noinline]
-def pack_rows [K][M] (L: i64) (b: [K][M]f32) : [L]f32 = pack L K M (\k col -> b[k, col])
+def pack_rows [K][M] (L: i64) (b: [K][M]f32) : [L]f32 = pack 16 L K M (\k col -> b[k, col])
 
 -- | `panels_t`'s, as `pack_rows`.
 #[noinline]
-def pack_cols [M][K] (L: i64) (w: [M][K]f32) : [L]f32 = pack L K M (\k row -> w[row, k])
+def pack_cols [M][K] (L: i64) (w: [M][K]f32) : [L]f32 = pack 16 L K M (\k row -> w[row, k])
 
 -- | `panels` by `pack_rows`.
 def panels_dense [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
@@ -203,18 +203,13 @@ def tasks_cols [rc][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
   tasks T G n m Rm 1 id (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[k * c + i]) p
 
 -- | The strips of 6 columns of a: [r][c] (flattened, rc = r c), as BLAS packs
--- its left operand: s[(t r + k) 6 + d] = a[k][min (6 t + d) (c - 1)] for strip
--- t < (c + 5) / 6, L = 6 r ((c + 5) / 6), so that a block of `tasks_strips`
--- reads its six rows of a^T as one stream.  As `pack`, sequential loops, not
--- inlined.
+-- its left operand: `pack` 6, s[(t r + k) 6 + d] = a[k][6 t + d] for strip t <
+-- (c + 5) / 6 (zero past c: `tasks_strips` never reads there, its rows being
+-- clamped to c - 1), L = 6 r ((c + 5) / 6), so that a block of `tasks_strips`
+-- reads its six rows of a^T as one stream.  Not inlined, as `pack_rows`.
 #[noinline]
 def pack_strips [rc] (L: i64) (r: i64) (c: i64) (a: [rc]f32) : [L]f32 =
-  -- every index is in bounds: k < r, columns clamped to c - 1, L = 6 r S
-  #[unsafe]
-  loop s = replicate L 0 for t < (c + 5) / 6 do
-    loop s for k < r do
-      loop s for d < 6 do
-        s with [(t * r + k) * 6 + d] = a[k * c + i64.min (6 * t + d) (c - 1)]
+  pack 6 L r c (\k col -> #[unsafe] a[k * c + col])
 
 -- | As `tasks_cols`, with a^T's rows read from `pack_strips`' strips of a (K = r
 -- the sum's length): row i's k-th element at s[(i / 6) 6 K + 6 k + i % 6].
