@@ -203,7 +203,8 @@ if [ "$ALL" = 1 ]; then BACKENDS=${BACKENDS:-$default_backends}; else BACKENDS=$
 build_hash() {  # build_hash TARGET: changes when the sources, its row or the C flags change
   { cat futhark/*.fut "$(field "$1" program)"; grep -E "^target +$1 " "$TABLE"
     kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}"
-    if [ "$(field "$1" backend)" = multicore ]; then declare -f multicore_fixup; fi; } |
+    case $(field "$1" backend) in c) declare -f free_list_fixup ;;
+                                  multicore) declare -f multicore_fixup free_list_fixup ;; esac; } |
     sha256sum | cut -c1-16
 }
 cache_fixup() {  # cache_fixup FILE: Futhark 0.25.32's kernel cache reader, NUL-terminated
@@ -234,6 +235,19 @@ multicore_fixup() {  # multicore_fixup FILE: Futhark 0.25.32's scheduler, reduct
     echo "multicore_fixup: is_small() not found in $1 (another Futhark version?)" >&2; return 1; }
   sed -i "s/$rule/"'  if (task->sched == DYNAMIC || iter == 0 || task->nested_fn != NULL || strstr(task->name, "_segred_") || strstr(task->name, "_seghist_") || strstr(task->name, "_segscan_")) {  \/\* microgpt-fut: build.sh \*\//' "$1"
 }
+free_list_fixup() {  # free_list_fixup FILE: Futhark 0.25.32's free list, large blocks back to malloc
+  # host_free keeps every freed block of 1 MB or more in the context's free list, which
+  # serves a later request only from a block under twice its size. At GPT-2 124M the
+  # uploaded state vector (495 MB) and blocks of other sizes sat there unused through the
+  # training step's peak. Blocks of 8 MB or more now go back to malloc, whose heap the
+  # driver keeps (backend/host_memory.py: no trim, no mmap), so any later request reuses
+  # them: 124M's peak RSS 7.06 -> 6.15 GB on multicore (bench/README.md). The recipe's
+  # blocks are under 8 MB and keep the free list.
+  local rule='^  if (is_small_alloc(size)) {$'
+  [ "$(grep -c "$rule" "$1")" = 1 ] || {
+    echo "free_list_fixup: host_free not found once in $1 (another Futhark version?)" >&2; return 1; }
+  sed -i "s/$rule/"'  if (is_small_alloc(size) || size >= ((size_t) 8 << 20)) {  \/\* microgpt-fut: build.sh \*\//' "$1"
+}
 compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log in build/NAME/build.log
   local b=$1 out=$BUILD/$1 t0 c v
   t0=$(date +%s)
@@ -249,7 +263,9 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
     "$FUT" "$(field "$b" backend)" --library -o "$out/microgpt_$b" \
       "$out/src/$(basename "$(field "$b" program)")" &&
     case $(field "$b" backend) in opencl|cuda) cache_fixup "$out/microgpt_$b.c" ;;
-                                  multicore) multicore_fixup "$out/microgpt_$b.c" ;; esac &&
+                                  c) free_list_fixup "$out/microgpt_$b.c" ;;
+                                  multicore) multicore_fixup "$out/microgpt_$b.c" &&
+                                             free_list_fixup "$out/microgpt_$b.c" ;; esac &&
     if [ -z "${GENERATE_ONLY:-}" ]; then
       if [ "$(field "$b" backend)" = cuda ]; then cuda_fixup "$out/microgpt_$b.c"; fi &&
       # setuptools replaces (not extends) Python's own flags with $CFLAGS, so the

@@ -469,8 +469,10 @@ class Runtime:
         return None if value is None else int(value)
 
     def reset_peak_memory(self) -> None:
-        """Free the memory Futhark keeps for reuse and restart ``peak_memory``'s count
-        (futhark_context_clear_caches; values alive stay valid)."""
+        """Restart ``peak_memory``'s count (futhark_context_clear_caches; values alive stay
+        valid). On c and multicore (Futhark 0.25.32) that is all it does: their free
+        list is not emptied (build.sh's free_list_fixup returns large blocks to malloc as
+        they are freed instead)."""
         self._ctx.sync()
         self.lib.futhark_context_clear_caches(self.fut.ctx)
 
