@@ -34,7 +34,7 @@ def steps [K][B][T1] (grad: params [V][C][T1 - 1][L][4 * C] -> hyper -> [B][T1]i
   let (_, loss, norm) =
     loop (p, total, norm) = (p, 0, 0) for k < K do
       let (loss, g) = grad p h tokens[k] n_pos
-      in (params_map2 (\w d -> w - 1e-3 * d) p g, total + loss, norm + params_sum_sq g)
+      in (params_map2 (\w d -> w - 1e-3 * d) p g, total + loss, norm + params_sum (\x -> x * x) g)
   in [loss / f32.i64 K, norm]
 
 -- | The form GPT-2 trained by on c before: `vjp2` of `gpt_seq`, one document

@@ -4,11 +4,11 @@
 -- constants, trains one document per step with a token-by-token loop (one token
 -- through a KV cache, as microgpt's `gpt`) inside `vjp2`, and runs the whole
 -- job in one call.  This file does the same with our own pieces (`mk_params`,
--- `adamw`, `nll`, and `seed_gpt_tokens` below: our one-token forward as it was
--- when this baseline was measured first, one sample at a time, kept here so
--- that later changes to sampling's forward do not move the baseline), so that
--- the bench times that formulation beside ours in the same run, compiled by the
--- same compiler and flags as our c backend.
+-- the trainer's AdamW `step`, `nll`, and `seed_gpt_tokens` below: our one-token
+-- forward as it was when this baseline was measured first, one sample at a time,
+-- kept here so that later changes to sampling's forward do not move the
+-- baseline), so that the bench times that formulation beside ours in the same
+-- run, compiled by the same compiler and flags as our c backend.
 -- build.sh compiles it with futhark/ and the CPU layout (`BACKENDS=seed_port
 -- ./build.sh`; targets.txt).  `seed_gpt_tokens` reads the KV cache by reshapes
 -- whatever the layout: read by column slices, Futhark 0.25.32's `vjp2` of this
@@ -19,8 +19,8 @@ import "model"
 import "model_grad"
 import "attention"
 import "train"
+import "gpt_model"
 
-module Train = trainer microgpt_model
 
 -- microgpt's sizes, fixed at compile time as in the seed port.
 def n_embd : i64 = 16
@@ -72,20 +72,37 @@ def doc_loss [V] (p: params [V][n_embd][block_size][n_layer][mlp_width])
       in (loss + nll logits[0] tokens[pos + 1], keys, values)
   in loss / f32.i64 n_valid
 
+-- | S steps of the trainer's AdamW (train.fut's `step`) from the weights p0 (P of
+-- them, moments zero), step k's loss and gradient from `loss_grad k`: the loop is
+-- written over a `gpt_model` so that the weights are one opaque value to the type
+-- checker (a record variable counts as aliasing itself, and the loop consumes the
+-- moments beside it).
+module adam_loop (M: gpt_model) = {
+  module Tr = trainer M
+  def run [V][C][T][L][F] (S: i64) (P: i64) (p0: M.params [V][C][T][L][F])
+          (loss_grad: i64 -> M.params [V][C][T][L][F] -> (f32, M.params [V][C][T][L][F]))
+          : [S]f32 =
+    let (_, _, _, _, losses) =
+      loop (p, m: *[P]f32, v: *[P]f32, t, losses: *[S]f32) =
+        (p0, replicate P 0, replicate P 0, 0, replicate S 0)
+      for k < S do
+        let (loss, grad) = loss_grad k p
+        -- microgpt's linear decay; its Adam is the trainer's AdamW without decay or
+        -- clipping
+        let lr = 0.01 * (1 - f32.i64 k / f32.i64 S)
+        let adam = {beta1 = 0.85, beta2 = 0.99, eps = 1e-8, weight_decay = 0, grad_clip = 0}
+        let (p, m, v, t, _, _) = Tr.step adam lr true p m v t grad
+        in (p, m, v, t, losses with [k] = loss)
+    in losses
+}
+module Seed = adam_loop microgpt_model
+
 -- | microgpt's whole job in one call: step s trains on docs[s] (tokens [S][T+1],
 -- n_pos [S], as the driver encodes them) with Adam and microgpt's linear lr
 -- decay over S steps, from microgpt's initialisation under `seed`.  Returns the
 -- S losses (an array: futhark-ffi reads scalars without a sync).
 entry job [S] (vocab_size: i64) (seed: i64) (tokens: [S][block_size + 1]i64) (n_pos: [S]i64)
     : [S]f32 =
-  let p = mk_params seed vocab_size n_embd block_size n_layer mlp_width
-  let s0 : Train.state [vocab_size][n_embd][block_size][n_layer][mlp_width] = Train.fresh p n_head
-  -- (copy: the zero moments may alias p, and the loop consumes its state)
-  let (_, losses) =
-    loop (s, losses) = (copy s0, replicate S 0f32) for k < S do
-      let (loss, grad) = vjp2 (\p -> doc_loss p tokens[k] n_pos[k]) s.params 1
-      -- microgpt's linear decay; its Adam is the trainer's AdamW without decay or clipping
-      let lr = 0.01 * (1 - f32.i64 k / f32.i64 S)
-      let adam = {beta1 = 0.85, beta2 = 0.99, eps = 1e-8, weight_decay = 0, grad_clip = 0}
-      in (Train.adamw adam lr 1 s grad, losses with [k] = loss)
-  in losses
+  let P = i64.sum (tensor_sizes vocab_size n_embd block_size n_layer mlp_width)
+  in Seed.run S P (mk_params seed vocab_size n_embd block_size n_layer mlp_width)
+              (\k p -> vjp2 (\p -> doc_loss p tokens[k] n_pos[k]) p 1)

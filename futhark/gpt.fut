@@ -16,80 +16,93 @@ import "sample"
 
 module Train = trainer family
 module Sample = sampler family
-type state [V][C][T][L][F] = Train.state [V][C][T][L][F]
+type state [V][C][T][L][F][W] = Train.state [V][C][T][L][F][W]
 
 -- | A fresh model: the family's initialisation under `seed`, moments zero, step 0.
 entry init (seed: i64) (vocab_size: i64) (n_embd: i64) (n_head: i64) (n_layer: i64)
            (block_size: i64) (mlp_width: i64) (bias: bool)
-           : state [vocab_size][n_embd][block_size][n_layer][mlp_width] =
-  Train.fresh (family.init seed vocab_size n_embd block_size n_layer mlp_width)
+           : state [vocab_size][n_embd][block_size][n_layer][mlp_width] [] =
+  Train.fresh (i64.sum (family.tensor_sizes vocab_size n_embd block_size n_layer mlp_width))
+              (family.init seed vocab_size n_embd block_size n_layer mlp_width)
               (family.hyper n_head bias)
 
 -- | A state from host vectors (a checkpoint): [parameters, AdamW's m, v], each flat.
 entry make_state [P] (vocab_size: i64) (n_embd: i64) (n_head: i64) (n_layer: i64)
                  (block_size: i64) (mlp_width: i64) (bias: bool) (step: i64) (flat: [3][P]f32)
-                 : state [vocab_size][n_embd][block_size][n_layer][mlp_width] =
-  let p (i: i64) = family.unflat vocab_size n_embd block_size n_layer mlp_width flat[i]
-  in {params = p 0, m = p 1, v = p 2, step, hyper = family.hyper n_head bias}
+                 : state [vocab_size][n_embd][block_size][n_layer][mlp_width] [P] =
+  { params = family.unflat vocab_size n_embd block_size n_layer mlp_width flat[0],
+    m = copy flat[1], v = copy flat[2], step, hyper = family.hyper n_head bias }
 
 -- | A state from the parameters alone, the moments zero (sampling a checkpoint or a
 -- Hugging Face folder, a --threads context: no host copy of two zero models).
 entry make_state_params [P] (vocab_size: i64) (n_embd: i64) (n_head: i64) (n_layer: i64)
                         (block_size: i64) (mlp_width: i64) (bias: bool) (step: i64)
                         (flat: [P]f32)
-                        : state [vocab_size][n_embd][block_size][n_layer][mlp_width] =
-  Train.fresh (family.unflat vocab_size n_embd block_size n_layer mlp_width flat)
+                        : state [vocab_size][n_embd][block_size][n_layer][mlp_width] [P] =
+  Train.fresh P (family.unflat vocab_size n_embd block_size n_layer mlp_width flat)
               (family.hyper n_head bias)
   with step = step
 
 -- | The parameters, flat.
-entry get_params [V][C][T][L][F] (s: state [V][C][T][L][F]) : []f32 = family.flat s.params
+entry get_params [V][C][T][L][F][W] (s: state [V][C][T][L][F][W]) : []f32 = family.flat s.params
 -- | AdamW's first moments, flat.
-entry get_adam_m [V][C][T][L][F] (s: state [V][C][T][L][F]) : []f32 = family.flat s.m
+entry get_adam_m [V][C][T][L][F][W] (s: state [V][C][T][L][F][W]) : *[W]f32 = copy s.m
 -- | AdamW's second moments, flat.
-entry get_adam_v [V][C][T][L][F] (s: state [V][C][T][L][F]) : []f32 = family.flat s.v
+entry get_adam_v [V][C][T][L][F][W] (s: state [V][C][T][L][F][W]) : *[W]f32 = copy s.v
 -- | [the number of NaN or infinite weights and moments] (0: finite), one
 -- reduction on the device (train.fut's `nonfinite_count`).
-entry nonfinite_count [V][C][T][L][F] (s: state [V][C][T][L][F]) : [1]f32 =
+entry nonfinite_count [V][C][T][L][F][W] (s: state [V][C][T][L][F][W]) : [1]f32 =
   [Train.nonfinite_count s]
 -- | [step, n_head, bias (0/1)] as an array (scalars can be stale when read through
 -- futhark-ffi).
-entry get_counters [V][C][T][L][F] (s: state [V][C][T][L][F]) : [3]i64 =
+entry get_counters [V][C][T][L][F][W] (s: state [V][C][T][L][F][W]) : [3]i64 =
   let h = family.counters s.hyper in [s.step, h[0], h[1]]
 
 -- | K training steps (train.fut's `train_steps`): step k accumulates the A
 -- micro-batches tokens[k] ([B][block_size+1] each, n_pos valid positions per
 -- row), clips to global norm grad_clip (0: none) and takes an AdamW step at
--- learning rate lrs[k] (weight_decay 0 and grad_clip 0: microgpt's Adam).
--- Returns the state, the K losses and the K gradient norms (before clipping).
-entry train [V][C][T][L][F][K][A][B][T1] (s: state [V][C][T][L][F])
+-- learning rate lrs[k] (weight_decay 0 and grad_clip 0: microgpt's Adam).  A
+-- step whose loss, norm or update is not finite is not taken and ends the call
+-- (the state's step count says how many were).  The state is consumed: AdamW's
+-- moments are written in place.  Returns the state, the K losses and the K
+-- gradient norms (before clipping; NaN after a step not taken).
+entry train [V][C][T][L][F][W][K][A][B][T1] ({params, m, v, step, hyper}: *state [V][C][T][L][F][W])
             (tokens: [K][A][B][T1]i64) (n_pos: [K][A][B]i64) (lrs: [K]f32)
             (beta1: f32) (beta2: f32) (eps: f32) (weight_decay: f32) (grad_clip: f32)
-            : (state [V][C][T][L][F], [K]f32, [K]f32) =
-  Train.train_steps {beta1, beta2, eps, weight_decay, grad_clip} s tokens n_pos lrs
+            : (state [V][C][T][L][F][W], [K]f32, [K]f32) =
+  Train.train_steps {beta1, beta2, eps, weight_decay, grad_clip} {params, m, v, step, hyper}
+                    tokens n_pos lrs
 
 -- | One optimiser step on a gradient the host summed (flat, as `get_params`:
--- --threads contexts and MPI ranks), as `train`'s: the clip, then AdamW at lr.
--- Returns the state and [the gradient norm before clipping].
-entry apply_gradient [V][C][T][L][F][P] (s: state [V][C][T][L][F]) (grad: [P]f32) (lr: f32)
+-- --threads contexts and MPI ranks), as `train`'s: the clip, then AdamW at lr,
+-- taken only when the norm and the update are finite.  The state is consumed.
+-- Returns the state and [the gradient norm before clipping, 1 if the step was
+-- taken else 0].
+entry apply_gradient [V][C][T][L][F][W] ({params, m, v, step, hyper}: *state [V][C][T][L][F][W])
+                     (grad: [W]f32) (lr: f32)
                      (beta1: f32) (beta2: f32) (eps: f32) (weight_decay: f32) (grad_clip: f32)
-                     : (state [V][C][T][L][F], [1]f32) =
-  let (s, norm) = Train.step {beta1, beta2, eps, weight_decay, grad_clip} lr s
-                             (family.unflat V C T L F grad)
-  in (s, [norm])
+                     : (state [V][C][T][L][F][W], [2]f32) =
+  let (params, m, v, step, norm, taken) =
+    Train.step {beta1, beta2, eps, weight_decay, grad_clip} lr true params m v step
+               (family.unflat V C T L F grad)
+  in ({params, m, v, step, hyper}, [norm, if taken then 1 else 0])
+
+-- | A copy of the state (what `train` and `apply_gradient` consume), for a
+-- caller that keeps the original.
+entry copy_state [V][C][T][L][F][W] (s: state [V][C][T][L][F][W]) : *state [V][C][T][L][F][W] = copy s
 
 -- | The mean loss of each of I batches, without gradients (evaluation).
-entry losses [V][C][T][L][F][I][B][T1] (s: state [V][C][T][L][F])
+entry losses [V][C][T][L][F][W][I][B][T1] (s: state [V][C][T][L][F][W])
              (tokens: [I][B][T1]i64) (n_pos: [I][B]i64) : [I]f32 =
   map2 (Train.compute_loss s.params s.hyper) tokens n_pos
 
 -- | Training-path logits (whole sequence, causal mask): tokens [B][n] -> [B][n][V], n <= T.
-entry logits_seq [V][C][T][L][F][B][n] (s: state [V][C][T][L][F]) (tokens: [B][n]i64)
+entry logits_seq [V][C][T][L][F][W][B][n] (s: state [V][C][T][L][F][W]) (tokens: [B][n]i64)
                  : [B][n][V]f32 =
   map (family.gpt_seq s.params s.hyper) tokens
 
 -- | Sampling-path logits (one token at a time through the KV cache): [T] -> [T][V].
-entry logits_cached [V][C][T][L][F] (s: state [V][C][T][L][F]) (tokens: [T]i64) : [T][V]f32 =
+entry logits_cached [V][C][T][L][F][W] (s: state [V][C][T][L][F][W]) (tokens: [T]i64) : [T][V]f32 =
   Sample.cached_logits s.params s.hyper tokens
 
 -- | Continuations of n different prompts (row i: prompts[i, :lens[i]], the
@@ -97,7 +110,7 @@ entry logits_cached [V][C][T][L][F] (s: state [V][C][T][L][F]) (tokens: [T]i64) 
 -- first+i under seed, with the KV cache (sample.fut's `continue_prompts`);
 -- temperature 0 is greedy, top_k 0 keeps every token; a row ends at the token
 -- `stop` and is `stop` after (-1: none).  Names: n prompts [BOS], stop BOS.
-entry generate_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i64) (first: i64)
+entry generate_prompts [V][C][T][L][F][W][n][P] (s: state [V][C][T][L][F][W]) (seed: i64) (first: i64)
                        (temperature: f32) (top_k: i64) (stop: i64) (prompts: [n][P]i64)
                        (lens: [n]i64) (max_new: i64) : [n][max_new]i64 =
   Sample.continue_prompts s.params s.hyper seed first temperature top_k stop prompts lens max_new
@@ -108,7 +121,7 @@ entry generate_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i
 -- seed; temperature 0 is greedy, top_k 0 keeps every token, `stop` ends a row
 -- (-1: none).  An opaque value holding the KV cache, the last block_size tokens
 -- and the step count.
-entry start_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i64) (first: i64)
+entry start_prompts [V][C][T][L][F][W][n][P] (s: state [V][C][T][L][F][W]) (seed: i64) (first: i64)
                     (temperature: f32) (top_k: i64) (stop: i64) (prompts: [n][P]i64)
                     (lens: [n]i64) : Sample.continuation [L][n][T][C] =
   Sample.start s.params seed first temperature top_k stop prompts lens
@@ -116,7 +129,7 @@ entry start_prompts [V][C][T][L][F][n][P] (s: state [V][C][T][L][F]) (seed: i64)
 -- | k more steps of a continuation: the new one and [n][k] tokens, column j
 -- the token at position t + j + 1 of each row (t: the steps taken before;
 -- prompt tokens while that position is inside the row's prompt).
-entry advance [V][C][T][L][F][n] (s: state [V][C][T][L][F]) (c: Sample.continuation [L][n][T][C])
+entry advance [V][C][T][L][F][W][n] (s: state [V][C][T][L][F][W]) (c: Sample.continuation [L][n][T][C])
               (k: i64) : (Sample.continuation [L][n][T][C], [n][k]i64) =
   Sample.advance s.params s.hyper c k
 

@@ -159,8 +159,7 @@ module gpt2_model = {
     ++ flatten p.attn_proj_b ++ flatten p.ln_2_w ++ flatten p.ln_2_b ++ flatten_3d p.c_fc_w
     ++ flatten p.c_fc_b ++ flatten_3d p.mlp_proj_w ++ flatten p.mlp_proj_b ++ p.ln_f_w ++ p.ln_f_b
   def unflat (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) (xs: []f32) : params [V][C][T][L][F] =
-    let o = offsets (length xs) [V * C, T * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C,
-                                 L * C, L * C, L * C, L * F * C, L * F, L * C * F, L * C, C, C]
+    let o = offsets (length xs) (tensor_sizes V C T L F)
     in { wte = take_2d xs o[0] V C, wpe = take_2d xs o[1] T C,
          ln_1_w = take_2d xs o[2] L C, ln_1_b = take_2d xs o[3] L C,
          c_attn_w = take_4d xs o[4] L 3 C C, c_attn_b = take_3d xs o[5] L 3 C,
@@ -170,8 +169,14 @@ module gpt2_model = {
          mlp_proj_w = take_3d xs o[12] L C F, mlp_proj_b = take_2d xs o[13] L C,
          ln_f_w = take_1d xs o[14] C, ln_f_b = take_1d xs o[15] C }
   def params_map2 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b = params_map2 f a b
-  def params_map3_decay [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3_decay f a b c
-  def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) = params_sum_sq p
+  def tensor_sizes (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) : []i64 =
+    tensor_sizes V C T L F
+  def params_map4_decay [V][C][T][L][F][P] f (p: params [V][C][T][L][F]) (m: [P]f32)
+                        (v: [P]f32) g =
+    params_map4_decay f p m v g
+  def params_moments [V][C][T][L][F][P] f (m: *[P]f32) (v: *[P]f32) (g: params [V][C][T][L][F]) =
+    params_moments f m v g
+  def params_sum [V][C][T][L][F] f (p: params [V][C][T][L][F]) = params_sum f p
   def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (h: hyper) (tokens: [n]i64) =
     gpt_seq p h tokens
   -- by hand (`grad_by_hand`, layout.fut), the whole batch at once, or by reverse

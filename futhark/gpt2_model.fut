@@ -45,32 +45,67 @@ def params_map2 [V][C][T][L][F] (f: f32 -> f32 -> f32)
     mlp_proj_w = map2_3d f a.mlp_proj_w b.mlp_proj_w, mlp_proj_b = map2_2d f a.mlp_proj_b b.mlp_proj_b,
     ln_f_w = map2 f a.ln_f_w b.ln_f_w, ln_f_b = map2 f a.ln_f_b b.ln_f_b }
 
--- | Apply `f` to every triple of corresponding weights; f's first argument says
--- whether the tensor takes weight decay: the embeddings and the linear layers'
--- weights (nanoGPT: every tensor of two or more dimensions), not biases or
--- LayerNorm weights.
-def params_map3_decay [V][C][T][L][F] (f: bool -> f32 -> f32 -> f32 -> f32)
-                      (a: params [V][C][T][L][F]) (b: params [V][C][T][L][F])
-                      (c: params [V][C][T][L][F]) : params [V][C][T][L][F] =
-  let (d, n) = (f true, f false)
-  in { wte = map3_2d d a.wte b.wte c.wte, wpe = map3_2d d a.wpe b.wpe c.wpe,
-       ln_1_w = map3_2d n a.ln_1_w b.ln_1_w c.ln_1_w, ln_1_b = map3_2d n a.ln_1_b b.ln_1_b c.ln_1_b,
-       c_attn_w = map3_4d d a.c_attn_w b.c_attn_w c.c_attn_w,
-       c_attn_b = map3_3d n a.c_attn_b b.c_attn_b c.c_attn_b,
-       attn_proj_w = map3_3d d a.attn_proj_w b.attn_proj_w c.attn_proj_w,
-       attn_proj_b = map3_2d n a.attn_proj_b b.attn_proj_b c.attn_proj_b,
-       ln_2_w = map3_2d n a.ln_2_w b.ln_2_w c.ln_2_w, ln_2_b = map3_2d n a.ln_2_b b.ln_2_b c.ln_2_b,
-       c_fc_w = map3_3d d a.c_fc_w b.c_fc_w c.c_fc_w, c_fc_b = map3_2d n a.c_fc_b b.c_fc_b c.c_fc_b,
-       mlp_proj_w = map3_3d d a.mlp_proj_w b.mlp_proj_w c.mlp_proj_w,
-       mlp_proj_b = map3_2d n a.mlp_proj_b b.mlp_proj_b c.mlp_proj_b,
-       ln_f_w = map3 n a.ln_f_w b.ln_f_w c.ln_f_w, ln_f_b = map3 n a.ln_f_b b.ln_f_b c.ln_f_b }
+-- | The number of weights of each tensor, in `flat`'s order.
+def tensor_sizes (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) : [16]i64 =
+  [V * C, T * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C, L * C, L * C,
+   L * F * C, L * F, L * C * F, L * C, C, C]
 
--- | The sum of the squares of every weight (a squared global L2 norm).
-def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) : f32 =
-  sum_sq_2d p.wte + sum_sq_2d p.wpe + sum_sq_2d p.ln_1_w + sum_sq_2d p.ln_1_b
-  + sum_sq_4d p.c_attn_w + sum_sq_3d p.c_attn_b + sum_sq_3d p.attn_proj_w + sum_sq_2d p.attn_proj_b
-  + sum_sq_2d p.ln_2_w + sum_sq_2d p.ln_2_b + sum_sq_3d p.c_fc_w + sum_sq_2d p.c_fc_b
-  + sum_sq_3d p.mlp_proj_w + sum_sq_2d p.mlp_proj_b + sum_sq_1d p.ln_f_w + sum_sq_1d p.ln_f_b
+-- | The new weights of an optimiser's step: `f decay p m v g` of every weight p,
+-- its moments m, v (flat in `flat`'s order) and its gradient g, into new arrays.
+-- `decay` says whether the tensor takes weight decay (nanoGPT: every tensor of two
+-- or more dimensions, not biases or norms).
+def params_map4_decay [V][C][T][L][F][P] (f: bool -> f32 -> f32 -> f32 -> f32 -> f32)
+                      (p: params [V][C][T][L][F]) (m: [P]f32) (v: [P]f32)
+                      (g: params [V][C][T][L][F]) : *params [V][C][T][L][F] =
+  let o = offsets P (tensor_sizes V C T L F)
+  let (d, n) = (f true, f false)
+  in {wte = map4_at_2d d p.wte m v o[0] g.wte,
+      wpe = map4_at_2d d p.wpe m v o[1] g.wpe,
+      ln_1_w = map4_at_2d n p.ln_1_w m v o[2] g.ln_1_w,
+      ln_1_b = map4_at_2d n p.ln_1_b m v o[3] g.ln_1_b,
+      c_attn_w = map4_at_4d d p.c_attn_w m v o[4] g.c_attn_w,
+      c_attn_b = map4_at_3d n p.c_attn_b m v o[5] g.c_attn_b,
+      attn_proj_w = map4_at_3d d p.attn_proj_w m v o[6] g.attn_proj_w,
+      attn_proj_b = map4_at_2d n p.attn_proj_b m v o[7] g.attn_proj_b,
+      ln_2_w = map4_at_2d n p.ln_2_w m v o[8] g.ln_2_w,
+      ln_2_b = map4_at_2d n p.ln_2_b m v o[9] g.ln_2_b,
+      c_fc_w = map4_at_3d d p.c_fc_w m v o[10] g.c_fc_w,
+      c_fc_b = map4_at_2d n p.c_fc_b m v o[11] g.c_fc_b,
+      mlp_proj_w = map4_at_3d d p.mlp_proj_w m v o[12] g.mlp_proj_w,
+      mlp_proj_b = map4_at_2d n p.mlp_proj_b m v o[13] g.mlp_proj_b,
+      ln_f_w = map4_at_1d n p.ln_f_w m v o[14] g.ln_f_w,
+      ln_f_b = map4_at_1d n p.ln_f_b m v o[15] g.ln_f_b}
+
+-- | Adam's moments updated in place: m and v, flat in `flat`'s order, take `f m v g`
+-- for every weight (g: its gradient), tensor by tensor (tensor.fut's `moments_at`).
+def params_moments [V][C][T][L][F][P] (f: f32 -> f32 -> f32 -> (f32, f32)) (m: *[P]f32)
+                   (v: *[P]f32) (g: params [V][C][T][L][F]) : (*[P]f32, *[P]f32) =
+  let o = offsets P (tensor_sizes V C T L F)
+  let (m, v) = moments_at f m v o[0] (flatten g.wte)
+  let (m, v) = moments_at f m v o[1] (flatten g.wpe)
+  let (m, v) = moments_at f m v o[2] (flatten g.ln_1_w)
+  let (m, v) = moments_at f m v o[3] (flatten g.ln_1_b)
+  let (m, v) = moments_at f m v o[4] (flatten_4d g.c_attn_w)
+  let (m, v) = moments_at f m v o[5] (flatten_3d g.c_attn_b)
+  let (m, v) = moments_at f m v o[6] (flatten_3d g.attn_proj_w)
+  let (m, v) = moments_at f m v o[7] (flatten g.attn_proj_b)
+  let (m, v) = moments_at f m v o[8] (flatten g.ln_2_w)
+  let (m, v) = moments_at f m v o[9] (flatten g.ln_2_b)
+  let (m, v) = moments_at f m v o[10] (flatten_3d g.c_fc_w)
+  let (m, v) = moments_at f m v o[11] (flatten g.c_fc_b)
+  let (m, v) = moments_at f m v o[12] (flatten_3d g.mlp_proj_w)
+  let (m, v) = moments_at f m v o[13] (flatten g.mlp_proj_b)
+  let (m, v) = moments_at f m v o[14] g.ln_f_w
+  let (m, v) = moments_at f m v o[15] g.ln_f_b
+  in (m, v)
+
+-- | The sum of `f` over every weight (with `f x = x * x`: the squared global L2
+-- norm).
+def params_sum [V][C][T][L][F] (f: f32 -> f32) (p: params [V][C][T][L][F]) : f32 =
+  sum_2d f p.wte + sum_2d f p.wpe + sum_2d f p.ln_1_w + sum_2d f p.ln_1_b + sum_4d f p.c_attn_w
+  + sum_3d f p.c_attn_b + sum_3d f p.attn_proj_w + sum_2d f p.attn_proj_b + sum_2d f p.ln_2_w
+  + sum_2d f p.ln_2_b + sum_3d f p.c_fc_w + sum_2d f p.c_fc_b + sum_3d f p.mlp_proj_w
+  + sum_2d f p.mlp_proj_b + sum_1d f p.ln_f_w + sum_1d f p.ln_f_b
 
 -- | GPT-2's initialisation (nanoGPT's `_init_weights`): linear weights and
 -- embeddings N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj)

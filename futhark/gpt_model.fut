@@ -21,6 +21,8 @@ module type gpt_model = {
   -- | The family's initialisation under a seed: init seed V C T L F.
   val init : i64 -> (V: i64) -> (C: i64) -> (T: i64) -> (L: i64) -> (F: i64)
            -> params [V][C][T][L][F]
+  -- | The number of weights of each tensor, in `flat`'s order.
+  val tensor_sizes : (V: i64) -> (C: i64) -> (T: i64) -> (L: i64) -> (F: i64) -> []i64
   -- | The weights as one flat vector, the tensors one after another in the
   -- family's order (the driver's `config.shapes()`), and back (unflat V C T L F;
   -- it asserts the vector's length).
@@ -32,13 +34,20 @@ module type gpt_model = {
   val params_map2 [V][C][T][L][F] : (f32 -> f32 -> f32)
                                   -> params [V][C][T][L][F] -> params [V][C][T][L][F]
                                   -> params [V][C][T][L][F]
-  -- | Apply `f` to every triple of corresponding weights; f's first argument says
-  -- whether weight decay applies to the tensor (nanoGPT: tensors of two or more dimensions, not biases or norms).
-  val params_map3_decay [V][C][T][L][F] : (bool -> f32 -> f32 -> f32 -> f32)
-                                        -> params [V][C][T][L][F] -> params [V][C][T][L][F]
-                                        -> params [V][C][T][L][F] -> params [V][C][T][L][F]
-  -- | The sum of squares of every weight.
-  val params_sum_sq [V][C][T][L][F] : params [V][C][T][L][F] -> f32
+  -- | The new weights of an optimiser's step: `f decay p m v g` of every weight p,
+  -- its moments m, v (flat in `flat`'s order) and gradient g; `decay` says whether
+  -- weight decay applies to the tensor (nanoGPT's rule: tensors of two or more
+  -- dimensions, not biases or norms).
+  val params_map4_decay [V][C][T][L][F][P] : (bool -> f32 -> f32 -> f32 -> f32 -> f32)
+                                           -> params [V][C][T][L][F] -> [P]f32 -> [P]f32
+                                           -> params [V][C][T][L][F] -> *params [V][C][T][L][F]
+  -- | Adam's moments m and v, flat in `flat`'s order, take `f m v g` for every
+  -- weight (g: its gradient), in place: both are consumed and returned.
+  val params_moments [V][C][T][L][F][P] : (f32 -> f32 -> f32 -> (f32, f32))
+                                        -> *[P]f32 -> *[P]f32 -> params [V][C][T][L][F]
+                                        -> (*[P]f32, *[P]f32)
+  -- | The sum of `f` over every weight (`f x = x * x`: the squared L2 norm).
+  val params_sum [V][C][T][L][F] : (f32 -> f32) -> params [V][C][T][L][F] -> f32
 
   -- | The training forward: logits [n][V] for every position of one sequence of
   -- n <= T tokens, with the causal mask (position t sees tokens 0..t).

@@ -19,3 +19,7 @@ def heads_by_slices : bool = true
 -- compiling both forms doubled the c library's compile (76 -> 171 s), past
 -- what README's first command allows.
 def grad_by_hand : bool = true
+
+-- | Elements per chunk of the optimiser's update in place (tensor.fut's
+-- `update_*`): a chunk's two results (512 KB) stay in L2 until they are written back.
+def update_chunk : i64 = 65536

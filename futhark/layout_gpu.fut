@@ -10,3 +10,7 @@ def heads_by_slices : bool = false
 -- | The loss gradient by `vjp2` of `gpt_seq` over the whole batch: on pocl the
 -- backward written by hand corrupted the heap at batch 64 (docs/setup.md).
 def grad_by_hand : bool = false
+
+-- | Elements per chunk of the optimiser's update in place (tensor.fut's
+-- `update_*`): few kernel launches (GPT-2 124M: about 40 chunks a step).
+def update_chunk : i64 = 4194304

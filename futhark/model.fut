@@ -29,29 +29,50 @@ def params_map2 [V][C][T][L][F] (f: f32 -> f32 -> f32)
     attn_wv = map2_3d f a.attn_wv b.attn_wv, attn_wo = map2_3d f a.attn_wo b.attn_wo,
     mlp_fc1 = map2_3d f a.mlp_fc1 b.mlp_fc1, mlp_fc2 = map2_3d f a.mlp_fc2 b.mlp_fc2 }
 
--- | Apply `f` to every triple of corresponding weights.
-def params_map3 [V][C][T][L][F] (f: f32 -> f32 -> f32 -> f32)
-                (a: params [V][C][T][L][F]) (b: params [V][C][T][L][F])
-                (c: params [V][C][T][L][F]) : params [V][C][T][L][F] =
-  { wte = map3_2d f a.wte b.wte c.wte, wpe = map3_2d f a.wpe b.wpe c.wpe,
-    lm_head = map3_2d f a.lm_head b.lm_head c.lm_head,
-    attn_wq = map3_3d f a.attn_wq b.attn_wq c.attn_wq, attn_wk = map3_3d f a.attn_wk b.attn_wk c.attn_wk,
-    attn_wv = map3_3d f a.attn_wv b.attn_wv c.attn_wv, attn_wo = map3_3d f a.attn_wo b.attn_wo c.attn_wo,
-    mlp_fc1 = map3_3d f a.mlp_fc1 b.mlp_fc1 c.mlp_fc1, mlp_fc2 = map3_3d f a.mlp_fc2 b.mlp_fc2 c.mlp_fc2 }
+-- | The number of weights of each tensor, in `flat`'s order.
+def tensor_sizes (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) : [9]i64 =
+  [V * C, T * C, V * C, L * C * C, L * C * C, L * C * C, L * C * C, L * F * C, L * C * F]
 
--- | `params_map3` for optimisers with weight decay: f's first argument says
--- whether the tensor is decayed.  Every microgpt tensor is a matrix (nanoGPT
--- decays the tensors of two or more dimensions), so it is true throughout.
-def params_map3_decay [V][C][T][L][F] (f: bool -> f32 -> f32 -> f32 -> f32)
-                      (a: params [V][C][T][L][F]) (b: params [V][C][T][L][F])
-                      (c: params [V][C][T][L][F]) : params [V][C][T][L][F] =
-  params_map3 (f true) a b c
+-- | The new weights of an optimiser's step: `f decay p m v g` of every weight p,
+-- its moments m, v (flat in `flat`'s order) and its gradient g, into new arrays.
+-- `decay` says whether the tensor takes weight decay (nanoGPT: every tensor of two
+-- or more dimensions, not biases or norms).
+def params_map4_decay [V][C][T][L][F][P] (f: bool -> f32 -> f32 -> f32 -> f32 -> f32)
+                      (p: params [V][C][T][L][F]) (m: [P]f32) (v: [P]f32)
+                      (g: params [V][C][T][L][F]) : *params [V][C][T][L][F] =
+  let o = offsets P (tensor_sizes V C T L F)
+  let d = f true
+  in {wte = map4_at_2d d p.wte m v o[0] g.wte,
+      wpe = map4_at_2d d p.wpe m v o[1] g.wpe,
+      lm_head = map4_at_2d d p.lm_head m v o[2] g.lm_head,
+      attn_wq = map4_at_3d d p.attn_wq m v o[3] g.attn_wq,
+      attn_wk = map4_at_3d d p.attn_wk m v o[4] g.attn_wk,
+      attn_wv = map4_at_3d d p.attn_wv m v o[5] g.attn_wv,
+      attn_wo = map4_at_3d d p.attn_wo m v o[6] g.attn_wo,
+      mlp_fc1 = map4_at_3d d p.mlp_fc1 m v o[7] g.mlp_fc1,
+      mlp_fc2 = map4_at_3d d p.mlp_fc2 m v o[8] g.mlp_fc2}
 
--- | The sum of the squares of every weight (a squared global L2 norm).
-def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) : f32 =
-  sum_sq_2d p.wte + sum_sq_2d p.wpe + sum_sq_2d p.lm_head
-  + sum_sq_3d p.attn_wq + sum_sq_3d p.attn_wk + sum_sq_3d p.attn_wv + sum_sq_3d p.attn_wo
-  + sum_sq_3d p.mlp_fc1 + sum_sq_3d p.mlp_fc2
+-- | Adam's moments updated in place: m and v, flat in `flat`'s order, take `f m v g`
+-- for every weight (g: its gradient), tensor by tensor (tensor.fut's `moments_at`).
+def params_moments [V][C][T][L][F][P] (f: f32 -> f32 -> f32 -> (f32, f32)) (m: *[P]f32)
+                   (v: *[P]f32) (g: params [V][C][T][L][F]) : (*[P]f32, *[P]f32) =
+  let o = offsets P (tensor_sizes V C T L F)
+  let (m, v) = moments_at f m v o[0] (flatten g.wte)
+  let (m, v) = moments_at f m v o[1] (flatten g.wpe)
+  let (m, v) = moments_at f m v o[2] (flatten g.lm_head)
+  let (m, v) = moments_at f m v o[3] (flatten_3d g.attn_wq)
+  let (m, v) = moments_at f m v o[4] (flatten_3d g.attn_wk)
+  let (m, v) = moments_at f m v o[5] (flatten_3d g.attn_wv)
+  let (m, v) = moments_at f m v o[6] (flatten_3d g.attn_wo)
+  let (m, v) = moments_at f m v o[7] (flatten_3d g.mlp_fc1)
+  let (m, v) = moments_at f m v o[8] (flatten_3d g.mlp_fc2)
+  in (m, v)
+
+-- | The sum of `f` over every weight (with `f x = x * x`: the squared global L2
+-- norm).
+def params_sum [V][C][T][L][F] (f: f32 -> f32) (p: params [V][C][T][L][F]) : f32 =
+  sum_2d f p.wte + sum_2d f p.wpe + sum_2d f p.lm_head + sum_3d f p.attn_wq + sum_3d f p.attn_wk
+  + sum_3d f p.attn_wv + sum_3d f p.attn_wo + sum_3d f p.mlp_fc1 + sum_3d f p.mlp_fc2
 
 -- | microgpt's initialisation: every weight N(0, 0.08), each tensor from its own
 -- RNG stream under `seed`, element i from counter i.

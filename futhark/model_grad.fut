@@ -108,15 +108,20 @@ module microgpt_model = {
     ++ flatten_3d p.attn_wk ++ flatten_3d p.attn_wv ++ flatten_3d p.attn_wo
     ++ flatten_3d p.mlp_fc1 ++ flatten_3d p.mlp_fc2
   def unflat (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) (xs: []f32) : params [V][C][T][L][F] =
-    let o = offsets (length xs) [V * C, T * C, V * C, L * C * C, L * C * C, L * C * C, L * C * C,
-                                 L * F * C, L * C * F]
+    let o = offsets (length xs) (tensor_sizes V C T L F)
     in { wte = take_2d xs o[0] V C, wpe = take_2d xs o[1] T C, lm_head = take_2d xs o[2] V C,
          attn_wq = take_3d xs o[3] L C C, attn_wk = take_3d xs o[4] L C C,
          attn_wv = take_3d xs o[5] L C C, attn_wo = take_3d xs o[6] L C C,
          mlp_fc1 = take_3d xs o[7] L F C, mlp_fc2 = take_3d xs o[8] L C F }
   def params_map2 [V][C][T][L][F] f (a: params [V][C][T][L][F]) b = params_map2 f a b
-  def params_map3_decay [V][C][T][L][F] f (a: params [V][C][T][L][F]) b c = params_map3_decay f a b c
-  def params_sum_sq [V][C][T][L][F] (p: params [V][C][T][L][F]) = params_sum_sq p
+  def tensor_sizes (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) : []i64 =
+    tensor_sizes V C T L F
+  def params_map4_decay [V][C][T][L][F][P] f (p: params [V][C][T][L][F]) (m: [P]f32)
+                        (v: [P]f32) g =
+    params_map4_decay f p m v g
+  def params_moments [V][C][T][L][F][P] f (m: *[P]f32) (v: *[P]f32) (g: params [V][C][T][L][F]) =
+    params_moments f m v g
+  def params_sum [V][C][T][L][F] f (p: params [V][C][T][L][F]) = params_sum f p
   def gpt_seq [V][C][T][L][F][n] (p: params [V][C][T][L][F]) (n_head: i64) (tokens: [n]i64) =
     gpt_seq p n_head tokens
   -- by hand (`grad_by_hand`, layout.fut), or by reverse AD of `gpt_seq`

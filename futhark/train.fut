@@ -5,30 +5,31 @@
 
 import "nn"
 import "gpt_model"
+import "tensor"
 
 module trainer (M: gpt_model) = {
   -- | Optimiser state carried between steps on the device: the weights, Adam's
-  -- moments, the number of steps taken, and the model's run-time settings.
-  type state [V][C][T][L][F] =
-    { params: M.params [V][C][T][L][F], m: M.params [V][C][T][L][F],
-      v: M.params [V][C][T][L][F], step: i64, hyper: M.hyper }
+  -- moments (flat in the model's `flat` order: P numbers each, written in place
+  -- by each step), the number of steps taken, and the model's run-time settings.
+  type state [V][C][T][L][F][P] =
+    { params: M.params [V][C][T][L][F], m: [P]f32, v: [P]f32, step: i64, hyper: M.hyper }
 
-  -- | All weights zero (Adam's initial moments).
-  def params_zeros [V][C][T][L][F] (p: M.params [V][C][T][L][F]) : M.params [V][C][T][L][F] =
-    M.params_map2 (\_ _ -> 0) p p
+  -- | Neither NaN nor infinite.
+  #[inline]
+  def finite (x: f32) : bool = !(f32.isnan x || f32.isinf x)
 
   -- | How many weights and Adam moments are NaN or infinite (0: the state is
-  -- finite).  One reduction on the device, so that the driver checks every call's
-  -- result without copying the model to the host.  A count, not a sum of the
-  -- values: large finite weights cannot overflow it to infinity.
-  def nonfinite_count [V][C][T][L][F] (s: state [V][C][T][L][F]) : f32 =
-    let bad (p: M.params [V][C][T][L][F]) =
-      M.params_sum_sq (M.params_map2 (\x _ -> if f32.isnan x || f32.isinf x then 1 else 0) p p)
-    in bad s.params + bad s.m + bad s.v
+  -- finite; `step` never makes one that is not).  One reduction on the device: no
+  -- copy of the model to the host.  A count, not a sum of the values: large
+  -- finite weights cannot overflow it to infinity.
+  def nonfinite_count [V][C][T][L][F][P] (s: state [V][C][T][L][F][P]) : f32 =
+    let bad (x: f32) : f32 = if finite x then 0 else 1
+    in M.params_sum bad s.params + sum_1d bad s.m + sum_1d bad s.v
 
-  -- | A state at step 0 with these weights and zero moments.
-  def fresh [V][C][T][L][F] (p: M.params [V][C][T][L][F]) (hyper: M.hyper) : state [V][C][T][L][F] =
-    {params = p, m = params_zeros p, v = params_zeros p, step = 0, hyper}
+  -- | A state at step 0 with these weights (P of them) and zero moments.
+  def fresh [V][C][T][L][F] (P: i64) (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
+            : state [V][C][T][L][F][P] =
+    {params = p, m = replicate P 0, v = replicate P 0, step = 0, hyper}
 
   -- | Mean next-token negative log-likelihood over the valid positions of a batch
   -- (nn.fut's `mean_nll`) by the model's training forward (`M.loss`).  tokens:
@@ -41,9 +42,9 @@ module trainer (M: gpt_model) = {
 
   -- | The loss and its gradient with respect to every weight (the model's
   -- `loss_grad`), the whole batch at once.
-  def loss_and_grad [V][C][T][L][F][B][T1] (s: state [V][C][T][L][F])
+  def loss_and_grad [V][C][T][L][F][B][T1] (params: M.params [V][C][T][L][F]) (hyper: M.hyper)
                     (tokens: [B][T1]i64) (n_pos: [B]i64) : (f32, M.params [V][C][T][L][F]) =
-    M.loss_grad s.params s.hyper tokens n_pos
+    M.loss_grad params hyper tokens n_pos
 
   -- | AdamW's settings (torch.optim.AdamW's names) and the gradient-norm clip
   -- (0: none).  microgpt's Adam is weight_decay 0 and grad_clip 0.  The learning
@@ -51,32 +52,55 @@ module trainer (M: gpt_model) = {
   -- linear decay or nanoGPT's get_lr: the driver's training/optimizer.py).
   type adamw_cfg = {beta1: f32, beta2: f32, eps: f32, weight_decay: f32, grad_clip: f32}
 
-  -- | One AdamW step (Loshchilov & Hutter 2019, as torch.optim.AdamW) at
-  -- learning rate lr on the gradient scaled by `clip_coef`: decayed tensors
-  -- (the model's `params_map3_decay`) shrink by (1 - lr wd) first, then the
-  -- bias-corrected Adam update (Kingma & Ba 2015).
-  def adamw [V][C][T][L][F] (cfg: adamw_cfg) (lr: f32) (clip_coef: f32) (s: state [V][C][T][L][F])
-            (grad: M.params [V][C][T][L][F]) : state [V][C][T][L][F] =
-    let t = f32.i64 (s.step + 1)
-    let m = M.params_map2 (\m g -> cfg.beta1 * m + (1 - cfg.beta1) * (clip_coef * g)) s.m grad
-    let v = M.params_map2 (\v g -> let g = clip_coef * g in cfg.beta2 * v + (1 - cfg.beta2) * g * g)
-                          s.v grad
-    let step_size = lr / (1 - cfg.beta1 ** t)
-    let bc2_sqrt = f32.sqrt (1 - cfg.beta2 ** t)
-    let update (decay: bool) (p: f32) (m: f32) (v: f32) =
-      let p = if decay then p * (1 - lr * cfg.weight_decay) else p
-      in p - step_size * m / (f32.sqrt v / bc2_sqrt + cfg.eps)
-    let params = M.params_map3_decay update s.params m v
-    in s with params = params with m = m with v = v with step = s.step + 1
+  -- | A weight's AdamW moments (Kingma & Ba 2015; torch.optim.AdamW's) on its
+  -- gradient g scaled by `clip_coef`: the new (m, v).
+  #[inline]
+  def adam_moments (cfg: adamw_cfg) (clip_coef: f32) (m: f32) (v: f32) (g: f32) : (f32, f32) =
+    let g = clip_coef * g
+    in (cfg.beta1 * m + (1 - cfg.beta1) * g, cfg.beta2 * v + (1 - cfg.beta2) * g * g)
 
-  -- | One optimiser step on a batch's gradient: its global norm, the clip
-  -- (torch's clip_grad_norm_: coefficient grad_clip / (norm + 1e-6), at most 1),
-  -- and AdamW at lr.  Returns the state and the norm before clipping.
-  def step [V][C][T][L][F] (cfg: adamw_cfg) (lr: f32) (s: state [V][C][T][L][F])
-           (grad: M.params [V][C][T][L][F]) : (state [V][C][T][L][F], f32) =
-    let norm = f32.sqrt (M.params_sum_sq grad)
+  -- | A weight's AdamW update (Loshchilov & Hutter 2019, as torch.optim.AdamW) at
+  -- learning rate lr from its moments m, v and gradient g (`adam_moments`): a
+  -- decayed weight (`decay`: the model's rule) shrinks by (1 - lr wd) first, then
+  -- the bias-corrected Adam update with the step's step_size = lr / (1 - beta1^t)
+  -- and bc2_sqrt = sqrt (1 - beta2^t).  (Inlined: a function call per weight
+  -- would not vectorise.)
+  #[inline]
+  def adamw_weight (cfg: adamw_cfg) (lr: f32) (clip_coef: f32) (step_size: f32) (bc2_sqrt: f32)
+                   (decay: bool) (p: f32) (m: f32) (v: f32) (g: f32) : f32 =
+    let (m, v) = adam_moments cfg clip_coef m v g
+    let p = if decay then p * (1 - lr * cfg.weight_decay) else p
+    in p - step_size * m / (f32.sqrt v / bc2_sqrt + cfg.eps)
+
+  -- | One optimiser step on a batch's gradient, taken when `take` (the batch's loss
+  -- is finite), the gradient's global norm is finite and so is every new weight:
+  -- the clip (torch's clip_grad_norm_: coefficient grad_clip / (norm + 1e-6), at
+  -- most 1), then AdamW at lr, the new weights in new arrays and the moments
+  -- written over the old ones (the model's `params_moments`).  Otherwise the state
+  -- is left as it was.  The moments need no check: with a finite norm every g^2 is
+  -- finite, and m, v move between their old values and g, g^2.  So no step is ever
+  -- taken back, and nothing need hold the state before it.  The state comes in
+  -- pieces (params, m, v, t: the steps taken) because m and v are consumed while
+  -- the gradient may alias params.  Returns the pieces, the norm before clipping,
+  -- and whether the step was taken.
+  def step [V][C][T][L][F][P] (cfg: adamw_cfg) (lr: f32) (take: bool)
+           (params: M.params [V][C][T][L][F]) (m: *[P]f32) (v: *[P]f32) (t: i64)
+           (grad: M.params [V][C][T][L][F])
+           : (M.params [V][C][T][L][F], *[P]f32, *[P]f32, i64, f32, bool) =
+    let norm = f32.sqrt (M.params_sum (\x -> x * x) grad)
     let clip_coef = if cfg.grad_clip > 0 then f32.min 1 (cfg.grad_clip / (norm + 1e-6)) else 1
-    in (adamw cfg lr clip_coef s grad, norm)
+    let step_size = lr / (1 - cfg.beta1 ** f32.i64 (t + 1))
+    let bc2_sqrt = f32.sqrt (1 - cfg.beta2 ** f32.i64 (t + 1))
+    let new = M.params_map4_decay (adamw_weight cfg lr clip_coef step_size bc2_sqrt) params m v grad
+    let broken = M.params_sum (\x -> if finite x then 0 else 1) new
+    let ok = take && finite norm && broken == 0
+    -- (every moment goes through the update, kept as it was when not ok: a branch
+    -- between the moments in place and the moments as they came left their layout
+    -- unknown to the compiler, index arithmetic per element and copies of whole
+    -- tensors on multicore; the weights' copy is made only when a run diverges)
+    let (m, v) = M.params_moments (\m v g -> if ok then adam_moments cfg clip_coef m v g else (m, v))
+                                  m v grad
+    in (if ok then new else copy params, m, v, if ok then t + 1 else t, norm, ok)
 
   -- | (loss, grad) after micro-batch a of A, of weight w, adds its loss_a and
   -- grad_a: w loss_a + loss and w grad_a + grad (the first: w loss_a and w grad_a,
@@ -95,27 +119,33 @@ module trainer (M: gpt_model) = {
   -- | The loss and gradient of A micro-batches together (gradient accumulation):
   -- each micro-batch weighted by its share of the valid positions, so the result
   -- is the loss and gradient of the one batch that holds them all.
-  def accumulated [V][C][T][L][F][A][B][T1] (s: state [V][C][T][L][F])
+  def accumulated [V][C][T][L][F][A][B][T1] (params: M.params [V][C][T][L][F]) (hyper: M.hyper)
                   (tokens: [A][B][T1]i64) (n_pos: [A][B]i64) : (f32, M.params [V][C][T][L][F]) =
     -- (one call site: each would inline the whole backward pass; the loop starts from
-    -- s.params, which add_micro_batch ignores at a = 0)
+    -- params, which add_micro_batch ignores at a = 0)
     let total = f32.i64 (i64.sum (flatten n_pos))
-    in loop acc = (0, s.params) for a < A do
+    in loop acc = (0, params) for a < A do
          add_micro_batch A a (f32.i64 (i64.sum n_pos[a]) / total) acc
-                         (loss_and_grad s tokens[a] n_pos[a])
+                         (loss_and_grad params hyper tokens[a] n_pos[a])
 
   -- | K training steps: step k accumulates the A micro-batches tokens[k]
   -- ([B][T+1] each, n_pos valid positions per row) and takes `step` at lrs[k].
-  -- Returns the state, each step's loss (before its update) and each step's
+  -- The first step that is not taken (a loss, norm or update not finite) ends
+  -- the call: the state is the one before it, its loss and norm are recorded,
+  -- and the later steps' are NaN.  Returns the state (consumed: its moments are
+  -- written in place), each step's loss (before its update) and each step's
   -- gradient norm (before clipping).
-  def train_steps [V][C][T][L][F][K][A][B][T1] (cfg: adamw_cfg) (s: state [V][C][T][L][F])
+  def train_steps [V][C][T][L][F][P][K][A][B][T1] (cfg: adamw_cfg)
+                  ({params, m, v, step = t, hyper}: *state [V][C][T][L][F][P])
                   (tokens: [K][A][B][T1]i64) (n_pos: [K][A][B]i64) (lrs: [K]f32)
-                  : (state [V][C][T][L][F], [K]f32, [K]f32) =
-    -- (copy: the loop may not consume the outputs beside the fields of a non-unique `s`)
-    let out = replicate K 0f32
-    in loop (s: state [V][C][T][L][F], losses: *[K]f32, norms: *[K]f32) = (copy s, out, copy out)
-       for k < K do
-         let (loss, grad) = accumulated s tokens[k] n_pos[k]
-         let (s, norm) = step cfg lrs[k] s grad
-         in (s, losses with [k] = loss, norms with [k] = norm)
+                  : (state [V][C][T][L][F][P], [K]f32, [K]f32) =
+    let (params, m, v, t, losses, norms, _, _) =
+      loop (params, m: *[P]f32, v: *[P]f32, t,
+            losses: *[K]f32, norms: *[K]f32, k, going) =
+           (params, m, v, t, replicate K f32.nan, replicate K f32.nan, 0, true)
+      while going && k < K do
+        let (loss, grad) = accumulated params hyper tokens[k] n_pos[k]
+        let (params, m, v, t, norm, taken) = step cfg lrs[k] (finite loss) params m v t grad
+        in (params, m, v, t, losses with [k] = loss, norms with [k] = norm, k + 1, taken)
+    in ({params, m, v, step = t, hyper}, losses, norms)
 }

@@ -148,14 +148,15 @@ def test_a_break_in_the_last_step_is_not_saved_microgpt(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_after_a_breaking_update_saves_nothing(text_file, tmp_path, monkeypatch):
-    """Ctrl-C right after update 5 broke the weights: the save it asks for is refused
-    with the divergence error (it used to save NaN weights and exit 130)."""
+    """Ctrl-C right after the call whose update 5 would have broken the weights (the
+    kernels refused it): the run ends with the divergence error and saves nothing (it
+    used to save NaN weights and exit 130)."""
     infinite_lr_from(monkeypatch, GPT2Model, 5)
     real, sent = GPT2Model.train, []
 
     def train_then_one_sigint(self, *a):
         out = real(self, *a)
-        if self.step() == 5 and not sent:  # not again in the replay that finds the step
+        if self.step() == 4 and not sent:  # the call that ended at the refused step 5
             sent.append(1)
             os.kill(os.getpid(), signal.SIGINT)
         return out
@@ -303,10 +304,9 @@ def test_the_device_counts_non_finite_values_without_a_host_copy(backend, tiny, 
 @pytest.mark.parametrize("arch", ["microgpt", "gpt2"])
 def test_a_broken_update_ends_the_run_at_its_own_call(arch, text_file, tmp_path, monkeypatch):
     """Update 8, the last of the call of steps 5-8 (--steps-per-call 4), breaks the
-    weights while its loss stays finite. That call ends the run, because the weights are
-    checked after every call (MicrogptModel.finite): no call starts at step 8 or later, so none
-    trains on the broken weights (the next call's NaN losses would otherwise be the
-    first sign)."""
+    weights while its loss stays finite. That call ends the run, because the kernels
+    refuse an update that breaks the weights and end the call there: no call starts at
+    step 8 or later, and none trains on broken weights."""
     need_backend("c")
     cls = GPT2Model if arch == "gpt2" else MicrogptModel
     infinite_lr_from(monkeypatch, cls, 8)

@@ -266,9 +266,9 @@ def test_training_left_at_last_good_step(tmp_path):
 
 
 def test_a_finite_call_lets_the_state_before_it_go(tmp_path):
-    """After a call whose losses and state are finite, the run holds one state, the new
-    one: the replay of a later divergence starts there, and the state before the call
-    (the initial one here) is freed, not kept for a replay (GPT-2 124M: 1.5 GB)."""
+    """After each call the run holds one state, the new one: the state before the call
+    (the initial one here) was consumed by it and is freed, not kept to go back to (a
+    step that would break the state is never taken; GPT-2 124M: 1.5 GB)."""
     need_backend("c")
     from conftest import get_runtime
 

@@ -171,8 +171,8 @@ class DeviceModel:
 
     def finite(self) -> bool:
         """Whether the parameters and both moments are free of NaN and infinities: one
-        reduction on the device (the entry ``nonfinite_count``), no copy of the model;
-        run.Run asks it after every training call."""
+        reduction on the device (the entry ``nonfinite_count``), no copy of the model.
+        (Training never makes such a state: the kernels refuse the step.)"""
         return float(self.rt.numpy(self.rt.entry("nonfinite_count", self.state))[0]) == 0
 
     def step(self) -> int:
@@ -192,6 +192,11 @@ class DeviceModel:
         microgpt's linear decay reads) and AdamW's settings (``kernel_args``). Each
         loss is the step's mean over its rows' valid positions, before the update;
         each norm the global gradient norm before clipping.
+
+        A step whose loss, norm or update would not be finite is not taken, and it
+        ends the call (``step()`` says how many were; the later steps' losses and
+        norms are NaN): the state is always finite. The state before the call is
+        consumed (AdamW's moments are written in place), so nothing else may hold it.
         """
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
         if tokens.ndim == 3:
@@ -203,28 +208,37 @@ class DeviceModel:
                                                   *optimizer.kernel_args())
         return tuple(self.rt.numpy(losses, norms))
 
-    def apply_gradient(self, grad: np.ndarray, lr: float, optimizer) -> float:
+    def apply_gradient(self, grad: np.ndarray, lr: float, optimizer) -> tuple[float, bool]:
         """One optimiser step on a gradient summed on the host (float32 [P], flat as
         ``params()``'s: --threads and MPI, parallel/host_state.py), as ``train``'s steps
-        take it: the clip, then AdamW at ``lr``. Returns the norm before clipping."""
-        self.state, norm = self.rt.entry("apply_gradient", self.state,
-                                         np.ascontiguousarray(grad, np.float32),
-                                         np.float32(lr), *optimizer.kernel_args())
-        return float(self.rt.numpy(norm)[0])
+        take it: the clip, then AdamW at ``lr``, taken only when the norm and the update
+        are finite (the state before is consumed, as ``train``'s). Returns (the norm
+        before clipping, whether the step was taken)."""
+        self.state, out = self.rt.entry("apply_gradient", self.state,
+                                        np.ascontiguousarray(grad, np.float32),
+                                        np.float32(lr), *optimizer.kernel_args())
+        norm, taken = self.rt.numpy(out)
+        return float(norm), bool(taken)
 
     def loss_grad_flat(self, tokens: np.ndarray, n_pos: np.ndarray | None = None
                        ) -> tuple[float, np.ndarray]:
         """(mean loss, gradient float32 [P], flat as ``params()``'s) of one batch tokens
-        int64 [B, T+1], n_pos [B] (None: all T); the state is not modified. The
+        int64 [B, T+1], n_pos [B] (None: all T; a gradient of NaN when the loss or
+        the gradient is not finite); the state is not modified. The
         gradient comes from the training kernel itself (one ``vjp`` less to compile): a
-        step with beta1 = 0 and no clipping stores it as the first moment."""
+        step with beta1 = 0 and no clipping, on a copy of the state (``train`` consumes
+        its state), stores it as the first moment."""
         n_pos = valid_positions(tokens, n_pos)[None, None]
         tokens = np.asarray(tokens, np.int64)[None, None]
-        state, losses, _ = self.rt.entry("train", self.state, tokens, n_pos,
+        state, losses, _ = self.rt.entry("train", self.rt.entry("copy_state", self.state),
+                                         tokens, n_pos,
                                          np.zeros(1, np.float32), np.float32(0),
                                          np.float32(0.99), np.float32(1e-8), np.float32(0),
                                          np.float32(0))
-        return float(self.rt.numpy(losses)[0]), self.rt.numpy(self.rt.entry("get_adam_m", state))
+        grad = self.rt.numpy(self.rt.entry("get_adam_m", state))
+        if self.rt.numpy(self.rt.entry("get_counters", state))[0] == self.step():
+            grad[:] = np.nan  # not taken: the loss or the gradient is not finite
+        return float(self.rt.numpy(losses)[0]), grad
 
     def loss_grad(self, tokens: np.ndarray, n_pos: np.ndarray | None = None):
         """(mean loss, gradient by tensor) of one batch, as ``loss_grad_flat``."""

@@ -76,7 +76,7 @@ def _check_contexts(rts: list[Runtime]) -> None:
 class DataParallelModel:
     """A model trained over several contexts (--threads) and MPI ranks, for either family,
     with the device model's interface: the state lives on context 0 (``model``, a
-    DeviceModel; ``state`` is its state, which run.Run keeps and puts back to replay),
+    DeviceModel; ``state`` is its state),
     each step's gradient is the shards' (``exchange``; its ``bad_ranks`` name the
     ranks of a non-finite step), and the step is taken on context 0 by the kernels'
     ``apply_gradient``. The other contexts hold the current parameters only.
@@ -94,7 +94,7 @@ class DataParallelModel:
 
     @property
     def state(self):
-        """The state on context 0 (an opaque device value, never modified in place)."""
+        """The state on context 0 (an opaque device value, consumed by each step)."""
         return self.model.state
 
     @state.setter
@@ -146,16 +146,21 @@ class DataParallelModel:
               num_steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """As the device model's train: K steps on tokens [K, A, B, T+1] (a step's A
         micro-batches as one batch of A*B rows; [K, B, T+1]: A = 1), n_pos of the same
-        leading shape or None (every position counts); (losses [K], gradient norms [K])."""
+        leading shape or None (every position counts); (losses [K], gradient norms [K]).
+        A step whose loss, norm or update is not finite is not taken and ends the call
+        (its loss and norm recorded, the later ones NaN), as the kernels' ``train``."""
         tokens = np.asarray(tokens, np.int64)
         T1 = tokens.shape[-1]
         n_pos = valid_positions(tokens, n_pos)
-        losses, norms = np.zeros(len(tokens), np.float32), np.zeros(len(tokens), np.float32)
+        losses = np.full(len(tokens), np.nan, np.float32)
+        norms = losses.copy()
         first = self.model.step()
         for k in range(len(tokens)):
             losses[k], grad = self._loss_grad(tokens[k].reshape(-1, T1), n_pos[k].reshape(-1))
             lr = optimizer.lr_at(first + k, num_steps)
-            norms[k] = self.model.apply_gradient(grad, lr, optimizer)
+            norms[k], taken = self.model.apply_gradient(grad, lr, optimizer)
+            if not taken:
+                break
         return losses, norms
 
     def losses(self, tokens: np.ndarray, n_pos: np.ndarray | None = None) -> np.ndarray:

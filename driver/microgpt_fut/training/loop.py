@@ -77,8 +77,7 @@ def train_and_save(run, out: Path | None, save_every: int | None, say,
     saved = [ours]  # the step of this run's checkpoint in out, once there is one
 
     def save():
-        # every rank makes the checkpoint: it checks the state, and a state that is not
-        # finite is replayed by all ranks together (run.Run)
+        # every rank makes the checkpoint (it checks the host copies: run.Run)
         ck = run.checkpoint()
         if worker:
             return

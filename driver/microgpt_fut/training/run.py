@@ -8,13 +8,13 @@ steps and at the end (nanoGPT's estimate_loss). A step's batches depend only on
 (seed, step), so a run stopped after any call, saved (``checkpoint``) and
 continued (``Run.resume``) computes exactly what the uninterrupted run would.
 
-No state holding a NaN or an infinity is ever handed out to be saved: each call's
-losses (and gradient norms) are checked as they arrive, and the state after each call
-by the model's ``finite`` (on the device: one reduction, no copy), and again the host
-copies a ``checkpoint`` is made of; on a failure the run replays from the last state known to be finite,
-a call's worth at a time and then step by step within the bad call, and is left at
-the last finite step (``diverged``), with the losses of the replayed good steps
-recorded as a run that never diverged records them.
+No state holding a NaN or an infinity is ever made: the kernels take a step only when
+its loss, its gradient norm and every weight and moment it would write are finite
+(futhark/train.fut's ``step``), and the first step not taken ends its call. The
+run is then left at the step before it, with the losses of the good steps recorded
+as a run that never diverged records them, and Diverged names it; no state is held
+to go back to (GPT-2 124M: 1.5 GB). The host copies a ``checkpoint`` is made of are
+checked again.
 
 settings: settings.Settings (num_steps, batch_size, grad_accum, the optimizer, seed,
 steps_per_call, threads; eval_every and eval_iters for stream datasets).
@@ -95,7 +95,6 @@ class Run:
         # it holds (1 or more), so counts chosen by timing made a resumed run's
         # evaluations differ from the straight run's in the last bits
         self.eval_pacer = CallPacer(1)
-        self.trust()  # a fresh model, or a checkpoint's (checkpoint.load refuses NaN)
 
     @classmethod
     def start(cls, rt: Runtime, dataset, settings, config, params=None, init_from: str = "",
@@ -218,10 +217,10 @@ class Run:
         steps a call and about pacing.CALL_SECONDS per call; a stream dataset is
         evaluated at step 0, every eval_every steps and at the end (calls end there).
 
-        On a NaN or infinity in a call's losses or norms (or in the state at a
-        ``checkpoint``) the run goes back to the last good step and Diverged is
-        raised; after a finite call the run holds its new state alone. A non-finite
-        evaluation loss of finite weights raises Diverged at the step evaluated.
+        A step not taken (its loss, norm or update not finite: the kernels' check)
+        ends the run at the step before it, those before recorded, and Diverged names
+        it. A non-finite evaluation loss of finite weights raises Diverged at the step
+        evaluated.
         ``should_stop()`` is asked after each call: when true, run returns early (the
         call's steps are done). ``progress`` is called after the call that
         crosses each multiple of report_every steps, and after step ``until``.
@@ -244,16 +243,15 @@ class Run:
             k = self.pacer.next_k(first, end - first)
             t0 = time.perf_counter()
             losses, norms, positions = self._call(first, k)
-            if not np.isfinite(losses).all() or np.isinf(norms).any() \
-                    or not self.model.finite():  # an update that broke the weights
-                raise self.diverged(first + k)  # the replay starts at the state before the call
+            done = self.model.step() - first
+            if done < k:  # step first+done+1 was not taken, and the call ended there
+                self._record(first, losses[:done], norms[:done])
+                self.step += done
+                raise self.diverged(float(losses[done]), float(norms[done]))
             self.pacer.record(k, time.perf_counter() - t0)
             self.seconds += time.perf_counter() - t0
             self._record(first, losses, norms)
             self.step += k
-            # the new state is finite: a replay starts from it, and the one before is let
-            # go (it was held to the next save: GPT-2 124M, 1.5 GB)
-            self.trust()
             self.positions += positions
             if progress is not None and (self.step // report_every > first // report_every
                                          or self.step == until):
@@ -277,68 +275,25 @@ class Run:
 
     # -- divergence ------------------------------------------------------------------------
 
-    def replay(self, first: int, k: int) -> np.ndarray:
-        """Train steps first+1..first+k from the model's current state as ``run`` does,
-        recording their losses and norms; return the losses (NaN where a norm is
-        infinite, so that a bad step is found by its loss)."""
-        losses, norms, _ = self._call(first, k)
-        self._record(first, losses, norms)
-        return np.where(np.isinf(norms), np.nan, losses)
-
-    def rewind(self, step: int) -> None:
-        """Forget what was recorded after ``step`` (losses, norms are views; evaluations
-        are cut) and make it the run's step (the caller sets the model's state)."""
-        self.evals = [e for e in self.evals if e[0] <= step]
-        self.step = step
-
-    def trust(self) -> None:
-        """Record the current state as finite: a replay starts from here."""
-        self._good = (self.step, self.model.state)
+    def diverged(self, loss: float, norm: float) -> Diverged:
+        """The Diverged naming the step after the run's, which the kernels did not take:
+        its loss (NaN when its gradient norm is infinite) is not finite, or else the
+        update would have made a weight or a moment so."""
+        loss = math.nan if math.isinf(norm) else loss
+        if not math.isfinite(loss):
+            what = f"the loss is {loss}"
+        else:
+            what = "its update made a parameter or an Adam moment infinite or NaN"
+        return Diverged(self.step + 1, self.settings.num_steps, what,
+                        getattr(self.model, "bad_ranks", ()), self._hint())
 
     def checked(self, groups: tuple[dict[str, np.ndarray], ...]) -> None:
         """Check the host copies of the state (params, m, v) that a checkpoint is made
-        of: raise Diverged (``diverged``) when one holds a NaN or an infinity, else
-        record the state as the last finite one."""
+        of: raise Diverged naming the run's step when one holds a NaN or an infinity
+        (the kernels never make such a state: a guard against a broken copy)."""
         if not all(finite(g) for g in groups):
-            raise self.diverged(self.step)
-        self.trust()
-
-    def diverged(self, end: int) -> Diverged:
-        """Find the first bad step up to ``end`` (the loss is not finite, or its update
-        made the state so) by replaying from the last finite state; leave the run at
-        the step before it, with the losses of every good step recorded, and return the
-        Diverged naming it."""
-        step, state = self._good
-        k_max = max(1, self.settings.steps_per_call)
-        while step < end:
-            k = min(k_max, end - step)
-            self.model.state = state
-            if np.isfinite(self.replay(step, k)).all() and self.model.finite():
-                step, state = step + k, self.model.state
-                continue
-            for _ in range(k):  # the bad call, one step at a time
-                self.model.state = state
-                loss = float(self.replay(step, 1)[0])
-                what = None
-                if not math.isfinite(loss):
-                    what = f"the loss is {loss}"
-                elif not self.model.finite():
-                    what = "its update made a parameter or an Adam moment infinite or NaN"
-                if what is not None:
-                    ranks = getattr(self.model, "bad_ranks", ())
-                    self.model.state = state
-                    self.rewind(step)
-                    return Diverged(step + 1, self.settings.num_steps, what, ranks,
-                                    self._hint())
-                step, state = step + 1, self.model.state
-            break
-        # Not reproduced (only possible on a non-deterministic backend): name the range.
-        first = self._good[0]
-        self.model.state = state
-        self.rewind(step)
-        return Diverged(first + 1, self.settings.num_steps,
-                        f"the loss or the state became NaN or infinite within steps "
-                        f"{first + 1}..{end}", hint=self._hint())
+            raise Diverged(self.step, self.settings.num_steps,
+                           "the state holds a NaN or an infinity", hint=self._hint())
 
     def _hint(self) -> str:
         """What to change after a divergence: AdamW's decay multiplies each decayed
