@@ -151,25 +151,19 @@ entry grad_sum_norm [A][P] (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) (gs: [A]
   let (_, grad) = loop acc = (0, g 0) for a < A do Train.add_micro_batch A a w acc (0, g a)
   in [f32.sqrt (gpt2_model.params_sum (\x -> x * x) grad)]
 
--- | One AdamW step as train.fut's `step` takes it after the norm (the new weights
--- and their check, then the moments written in place; decay on the embeddings and
--- the linear layers' weights, bias correction at step + 1) at lr on the gradient g
--- scaled by clip_coef, from the weights p and moments m, v after `step` steps, all
--- [P] flat as the library's parameters; the recipe's betas (0.9, 0.99), eps 1e-8,
--- decay 0.1.  The moments are copied first (the library writes its own in place;
--- an entry's arguments are not its to write), and the copies are timed with the
+-- | One AdamW step (train.fut's `adamw`: the new weights and their check, then the
+-- moments written in place; decay on the embeddings and the linear layers'
+-- weights, bias correction at step + 1) at lr on the gradient g scaled by
+-- clip_coef, from the weights p and moments m, v after `step` steps, all [P] flat
+-- as the library's parameters; the recipe's betas (0.9, 0.99), eps 1e-8, decay
+-- 0.1.  The moments are copied first (the library writes its own in place; an
+-- entry's arguments are not its to write), and the copies are timed with the
 -- step.  Returns the new weights and moments.
 def adamw_step [P] (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) (step: i64) (lr: f32)
                (clip_coef: f32) (p: [P]f32) (m: [P]f32) (v: [P]f32) (g: [P]f32) =
   let u (xs: [P]f32) = gpt2_model.unflat V C T L F xs
   let cfg = {beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.1, grad_clip = 1}
-  let step_size = lr / (1 - cfg.beta1 ** f32.i64 (step + 1))
-  let bc2_sqrt = f32.sqrt (1 - cfg.beta2 ** f32.i64 (step + 1))
-  let new = gpt2_model.params_map4_decay (Train.adamw_weight cfg lr clip_coef step_size bc2_sqrt)
-                                         (u p) m v (u g)
-  let ok = gpt2_model.params_sum (\x -> if Train.finite x then 0 else 1) new == 0
-  let (m, v) = gpt2_model.params_moments (Train.adam_moments cfg clip_coef) (copy m) (copy v)
-                                         (u g)
+  let (new, m, v, _, ok) = Train.adamw cfg lr clip_coef true (u p) (copy m) (copy v) step (u g)
   in assert ok (new, m, v)
 
 -- | `adamw_step` timed: the new state (an opaque value: only the time matters here).

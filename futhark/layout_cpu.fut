@@ -21,5 +21,5 @@ def heads_by_slices : bool = true
 def grad_by_hand : bool = true
 
 -- | Elements per chunk of the optimiser's update in place (tensor.fut's
--- `update_*`): a chunk's two results (512 KB) stay in L2 until they are written back.
+-- `moments_at`): a chunk's two results (512 KB) stay in L2 until they are written back.
 def update_chunk : i64 = 65536

@@ -12,5 +12,5 @@ def heads_by_slices : bool = false
 def grad_by_hand : bool = false
 
 -- | Elements per chunk of the optimiser's update in place (tensor.fut's
--- `update_*`): few kernel launches (GPT-2 124M: about 40 chunks a step).
+-- `moments_at`): few kernel launches (GPT-2 124M: about 40 chunks a step).
 def update_chunk : i64 = 4194304

@@ -72,16 +72,36 @@ module trainer (M: gpt_model) = {
     let p = if decay then p * (1 - lr * cfg.weight_decay) else p
     in p - step_size * m / (f32.sqrt v / bc2_sqrt + cfg.eps)
 
-  -- | One optimiser step on a batch's gradient, taken when `take` (the batch's loss
-  -- is finite), the gradient's global norm is finite and so is every new weight:
-  -- the clip (torch's clip_grad_norm_: coefficient grad_clip / (norm + 1e-6), at
-  -- most 1), then AdamW at lr, the new weights in new arrays and the moments
-  -- written over the old ones (the model's `params_moments`).  Otherwise the state
-  -- is left as it was.  The moments need no check: with a finite norm every g^2 is
-  -- finite, and m, v move between their old values and g, g^2.  So no step is ever
-  -- taken back, and nothing need hold the state before it.  The state comes in
-  -- pieces (params, m, v, t: the steps taken) because m and v are consumed while
-  -- the gradient may alias params.  Returns the pieces, the norm before clipping,
+  -- | One AdamW step at learning rate lr on the gradient scaled by `clip_coef`,
+  -- taken when `take` and every new weight is finite: the new weights in new
+  -- arrays and the moments written over the old ones (the model's
+  -- `params_moments`); otherwise the state is left as it was.  The moments need
+  -- no check: with a finite gradient norm every g^2 is finite, and m, v move
+  -- between their old values and g, g^2.  So no step is ever taken back, and
+  -- nothing need hold the state before it.  The state comes in pieces (params, m,
+  -- v, t: the steps taken) because m and v are consumed while the gradient may
+  -- alias params.  Returns the pieces and whether the step was taken.
+  def adamw [V][C][T][L][F][P] (cfg: adamw_cfg) (lr: f32) (clip_coef: f32) (take: bool)
+            (params: M.params [V][C][T][L][F]) (m: *[P]f32) (v: *[P]f32) (t: i64)
+            (grad: M.params [V][C][T][L][F])
+            : (M.params [V][C][T][L][F], *[P]f32, *[P]f32, i64, bool) =
+    let step_size = lr / (1 - cfg.beta1 ** f32.i64 (t + 1))
+    let bc2_sqrt = f32.sqrt (1 - cfg.beta2 ** f32.i64 (t + 1))
+    let new = M.params_map4_decay (adamw_weight cfg lr clip_coef step_size bc2_sqrt) params m v grad
+    let broken = M.params_sum (\x -> if finite x then 0 else 1) new
+    let ok = take && broken == 0
+    -- (every moment goes through the update, kept as it was when not ok: a branch
+    -- between the moments in place and the moments as they came left their layout
+    -- unknown to the compiler, index arithmetic per element and copies of whole
+    -- tensors on multicore; the weights' copy is made only when a run diverges)
+    let (m, v) = M.params_moments (\m v g -> if ok then adam_moments cfg clip_coef m v g else (m, v))
+                                  m v grad
+    in (if ok then new else copy params, m, v, if ok then t + 1 else t, ok)
+
+  -- | One optimiser step on a batch's gradient: its global norm, the clip (torch's
+  -- clip_grad_norm_: coefficient grad_clip / (norm + 1e-6), at most 1) and `adamw`
+  -- at lr, taken when `take` (the batch's loss is finite), the norm is finite and
+  -- so is every new weight.  Returns the state's pieces, the norm before clipping,
   -- and whether the step was taken.
   def step [V][C][T][L][F][P] (cfg: adamw_cfg) (lr: f32) (take: bool)
            (params: M.params [V][C][T][L][F]) (m: *[P]f32) (v: *[P]f32) (t: i64)
@@ -89,18 +109,8 @@ module trainer (M: gpt_model) = {
            : (M.params [V][C][T][L][F], *[P]f32, *[P]f32, i64, f32, bool) =
     let norm = f32.sqrt (M.params_sum (\x -> x * x) grad)
     let clip_coef = if cfg.grad_clip > 0 then f32.min 1 (cfg.grad_clip / (norm + 1e-6)) else 1
-    let step_size = lr / (1 - cfg.beta1 ** f32.i64 (t + 1))
-    let bc2_sqrt = f32.sqrt (1 - cfg.beta2 ** f32.i64 (t + 1))
-    let new = M.params_map4_decay (adamw_weight cfg lr clip_coef step_size bc2_sqrt) params m v grad
-    let broken = M.params_sum (\x -> if finite x then 0 else 1) new
-    let ok = take && finite norm && broken == 0
-    -- (every moment goes through the update, kept as it was when not ok: a branch
-    -- between the moments in place and the moments as they came left their layout
-    -- unknown to the compiler, index arithmetic per element and copies of whole
-    -- tensors on multicore; the weights' copy is made only when a run diverges)
-    let (m, v) = M.params_moments (\m v g -> if ok then adam_moments cfg clip_coef m v g else (m, v))
-                                  m v grad
-    in (if ok then new else copy params, m, v, if ok then t + 1 else t, norm, ok)
+    let (params, m, v, t, ok) = adamw cfg lr clip_coef (take && finite norm) params m v t grad
+    in (params, m, v, t, norm, ok)
 
   -- | (loss, grad) after micro-batch a of A, of weight w, adds its loss_a and
   -- grad_a: w loss_a + loss and w grad_a + grad (the first: w loss_a and w grad_a,

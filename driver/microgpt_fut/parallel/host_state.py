@@ -97,10 +97,6 @@ class DataParallelModel:
         """The state on context 0 (an opaque device value, consumed by each step)."""
         return self.model.state
 
-    @state.setter
-    def state(self, value) -> None:
-        self.model.state = value
-
     def _contexts(self, n: int) -> list[DeviceModel]:
         """The first n contexts as models holding the current parameters: context 0 is
         the model itself; the others get its parameters with zero moments (only
