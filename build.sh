@@ -234,6 +234,29 @@ multicore_fixup() {  # multicore_fixup FILE: Futhark 0.25.32's scheduler, reduct
   grep -q "$rule" "$1" || {
     echo "multicore_fixup: is_small() not found in $1 (another Futhark version?)" >&2; return 1; }
   sed -i "s/$rule/"'  if (task->sched == DYNAMIC || iter == 0 || task->nested_fn != NULL || strstr(task->name, "_segred_") || strstr(task->name, "_seghist_") || strstr(task->name, "_segscan_")) {  \/\* microgpt-fut: build.sh \*\//' "$1"
+
+  # A worker whose queue was empty slept on a condition variable at once, so each
+  # split operation waited for the other core to wake (a futex wake-up) while the
+  # calling thread finished its half and spun at the join: the second core sat idle
+  # or woke for 17 % of the recipe's step (`perf`, bench/README.md). Workers now poll
+  # their queue for up to 1 ms before they sleep, as OpenMP's threads spin a while.
+  local idle='go back to sleep and wait for work'
+  [ "$(grep -c "$idle" "$1")" = 1 ] || {
+    echo "multicore_fixup: scheduler_worker's sleep not found once in $1 (another Futhark version?)" >&2; return 1; }
+  sed -i "/$idle/r /dev/stdin" "$1" <<'EOF'
+      {  /* microgpt-fut: build.sh: poll for work for up to 1 ms before sleeping */
+        int64_t poll_until = get_wall_time_ns() + 1000000;
+        while (__atomic_load_n(&worker->q.num_used, __ATOMIC_ACQUIRE) == 0 &&
+               __atomic_load_n(&scheduler->active_work, __ATOMIC_RELAXED) == 0 &&
+               !__atomic_load_n(&worker->dead, __ATOMIC_RELAXED) && get_wall_time_ns() < poll_until) {
+#if defined(__x86_64__) || defined(__i386__)
+          __builtin_ia32_pause();
+#endif
+        }
+        if (__atomic_load_n(&worker->q.num_used, __ATOMIC_ACQUIRE) != 0 ||
+            __atomic_load_n(&scheduler->active_work, __ATOMIC_RELAXED) != 0) continue;
+      }
+EOF
 }
 free_list_fixup() {  # free_list_fixup FILE: Futhark 0.25.32's free list, large blocks back to malloc
   # host_free keeps every freed block of 1 MB or more in the context's free list, which
