@@ -100,6 +100,16 @@ def pack (w: i64) (L: i64) (K: i64) (M: i64) (b: i64 -> i64 -> f32) : [L]f32 =
            let col = w * j + c
            in p with [(j * K + k) * w + c] = if col < M then b k col else 0
 
+-- | `pack` with its panels made in parallel, each as `pack` makes one: the
+-- operands of the linear layers' products are packed at the top level of the
+-- step, where the multicore backend made them on one core while the other
+-- waited (3-4 % of the recipe's step).  Inside a parallel map (attention's
+-- heads) `pack` stays sequential.
+def pack_panels (w: i64) (L: i64) (K: i64) (M: i64) (b: i64 -> i64 -> f32) : [L]f32 =
+  let J = (M + w - 1) / w
+  in flatten (tabulate J (\j -> pack w (K * w) K (i64.min w (M - w * j)) (\k c -> b k (w * j + c))))
+     :> [L]f32
+
 -- | b: [K][M] as panels of 16 columns, [(M + 15) / 16][K][16], p[j][k][c] =
 -- b[k][16 j + c] (zero past M): the right operand of `gemm`, each panel read
 -- along k as one contiguous stream (`pack`).  Inlined: for attention's
@@ -120,11 +130,11 @@ def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 -- parallel map: there each call's block came from a worker thread's arena,
 -- page-faulted in afresh (7x the page faults of multicore's recipe step).
 #[noinline]
-def pack_rows [K][M] (L: i64) (b: [K][M]f32) : [L]f32 = pack 16 L K M (\k col -> b[k, col])
+def pack_rows [K][M] (L: i64) (b: [K][M]f32) : [L]f32 = pack_panels 16 L K M (\k col -> b[k, col])
 
 -- | `panels_t`'s, as `pack_rows`.
 #[noinline]
-def pack_cols [M][K] (L: i64) (w: [M][K]f32) : [L]f32 = pack 16 L K M (\k row -> w[row, k])
+def pack_cols [M][K] (L: i64) (w: [M][K]f32) : [L]f32 = pack_panels 16 L K M (\k row -> w[row, k])
 
 -- | `panels` by `pack_rows`.
 def panels_dense [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
@@ -209,7 +219,7 @@ def tasks_cols [rc][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
 -- reads its six rows of a^T as one stream.  Not inlined, as `pack_rows`.
 #[noinline]
 def pack_strips [rc] (L: i64) (r: i64) (c: i64) (a: [rc]f32) : [L]f32 =
-  pack 6 L r c (\k col -> #[unsafe] a[k * c + col])
+  pack_panels 6 L r c (\k col -> #[unsafe] a[k * c + col])
 
 -- | As `tasks_cols`, with a^T's rows read from `pack_strips`' strips of a (K = r
 -- the sum's length): row i's k-th element at s[(i / 6) 6 K + 6 k + i % 6].
