@@ -133,11 +133,23 @@ def dataset(shapes: list[str]) -> bytes:
     return out
 
 
+# glibc's malloc in the programs that time our products and parts: keep freed memory
+# for the next call, as the library's process does (the same settings: every block from
+# the heap, which is never trimmed). With glibc's defaults, each call page-faulted its
+# results in afresh: AdamW at the recipe's shape took 6-9 ms a call, 2.0-2.3 ms with
+# blocks up to 32 MB kept, and the library's own `apply_gradient` (the norm, the clip and
+# AdamW) 2.2-3.1 ms (2 vCPUs, busy); the recipe's products (results of 0.4-1.6 MB) ran at
+# 0.45-0.79 of NumPy's speed with glibc's defaults. Blocks over 32 MB (124M's tensors)
+# are still mapped afresh.
+KEEP_FREED_MEMORY = host_memory.ENVIRONMENT
+
+
 def time_entry(exe: Path, entry: str, data: bytes, runs: int) -> float:
     """Median seconds of ``runs`` calls of one entry point (the program's own timer)."""
     with tempfile.NamedTemporaryFile("r", suffix=".txt") as t:
         subprocess.run([str(exe), "-e", entry, "-b", "-r", str(runs), "-t", t.name],
-                       input=data, stdout=subprocess.DEVNULL, check=True)
+                       input=data, stdout=subprocess.DEVNULL, check=True,
+                       env={**os.environ, **KEEP_FREED_MEMORY})
         times = [int(x) for x in Path(t.name).read_text().split()]
     return float(np.median(times)) / 1e6
 
@@ -485,15 +497,6 @@ def read_futhark_values(data: bytes) -> list[np.ndarray]:
         out.append(np.frombuffer(data, dtype.newbyteorder("<"), n, i).reshape(shape).astype(dtype))
         i += n * dtype.itemsize
     return out
-
-
-# glibc's malloc in the parts' program: keep freed memory for the next call, as the
-# library's process does (the same settings: every block from the heap, which is never
-# trimmed). With glibc's defaults, each call of a part page-faulted its results in
-# afresh: AdamW at the recipe's shape took 6-9 ms a call, 2.0-2.3 ms with blocks up to
-# 32 MB kept, and the library's own `apply_gradient` (the norm, the clip and AdamW)
-# 2.2-3.1 ms (2 vCPUs, busy). Blocks over 32 MB (124M's tensors) were still mapped afresh.
-KEEP_FREED_MEMORY = host_memory.ENVIRONMENT
 
 
 def time_gpt2_entry(exe: Path, entry: str, values: list, runs: int, folder: Path) -> float:
