@@ -16,6 +16,7 @@ import "../futhark/layers"
 import "../futhark/gpt2_model"
 import "../futhark/gpt2_grad"
 import "../futhark/train"
+import "../futhark/tensor"
 
 module Train = trainer gpt2_model
 
@@ -188,7 +189,7 @@ entry adamw_flat [P] (V: i64) (C: i64) (T: i64) (L: i64) (F: i64) (H: i64) (bias
 entry activation_store [N][C][F][B][H][n] (L: i64) (x: [N][C]f32) (q: [N][C]f32) (k: [N][C]f32)
                                           (v: [N][C]f32) (att: [B][H][n][n]f32) (a: [N][C]f32)
                                           (x_mid: [N][C]f32) (h: [N][F]f32) =
-  let saves = loop saves = replicate L (saved_zeros N B n C F H) for li < L do
+  let saves = loop saves = saved_zeros L N B n C F H for li < L do
                 saves with [li] = {x, q, k, v, att, a, x_mid, h}
   in (map (.x) saves, map (.q) saves, map (.k) saves, map (.v) saves, map (.att) saves,
       map (.a) saves, map (.x_mid) saves, map (.h) saves)
@@ -200,12 +201,12 @@ entry gradient_store [C][F] (L: i64) (c_attn_w: [3][C][C]f32) (c_attn_b: [3][C]f
                             (attn_proj_w: [C][C]f32) (attn_proj_b: [C]f32) (ln_w: [C]f32)
                             (ln_b: [C]f32) (c_fc_w: [F][C]f32) (c_fc_b: [F]f32)
                             (mlp_proj_w: [C][F]f32) (mlp_proj_b: [C]f32) =
-  let z1 (m: i64) : *[L][m]f32 = replicate L (replicate m 0)
-  let z2 (r: i64) (c: i64) : *[L][r][c]f32 = replicate L (replicate r (replicate c 0))
+  let z1 (k: i64) (m: i64) : *[L][m]f32 = zeros_2d k L m
+  let z2 (k: i64) (r: i64) (c: i64) : *[L][r][c]f32 = zeros_3d k L r c
   in loop (w, b, pw, pb, l1w, l1b, l2w, l2b, fw, fb, mw, mb) =
-          (map unflatten (z2 (3 * C) C) :> *[L][3][C][C]f32,
-           map unflatten (z1 (3 * C)) :> *[L][3][C]f32,
-           z2 C C, z1 C, z1 C, z1 C, z1 C, z1 C, z2 F C, z1 F, z2 C F, z1 C)
+          (map unflatten (z2 0 (3 * C) C) :> *[L][3][C][C]f32,
+           map unflatten (z1 1 (3 * C)) :> *[L][3][C]f32,
+           z2 2 C C, z1 3 C, z1 4 C, z1 5 C, z1 6 C, z1 7 C, z2 8 F C, z1 9 F, z2 10 C F, z1 11 C)
      for i < L do
        let li = L - 1 - i
        in (w with [li] = c_attn_w, b with [li] = c_attn_b, pw with [li] = attn_proj_w,

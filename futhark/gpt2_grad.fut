@@ -105,7 +105,7 @@ def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper)
   let (inputs, targets, positions, weights) = flat_batch N inputs targets n_pos
   -- forward, saving each block's activations
   let (x, saves) =
-    loop (x, saves) = (embed p inputs positions, replicate L (saved_zeros N B n C F H)) for li < L do
+    loop (x, saves) = (embed p inputs positions, saved_zeros L N B n C F H) for li < L do
       let (x, s) = block_forward p h H B n li x
       in (x, saves with [li] = s)
   -- the head tied to wte: logits = ln_f(x) wte^T
@@ -114,16 +114,16 @@ def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper)
   let (d_lnf_w, d_lnf_b) = layer_norm_params_backward h.bias x dxf
   let dx = map2 (layer_norm_backward p.ln_f_w) x dxf
   -- the blocks in reverse, each one's gradients stored at its layer
-  let z1 (m: i64) : *[L][m]f32 = replicate L (replicate m 0)
-  let z2 (r: i64) (c: i64) : *[L][r][c]f32 = replicate L (replicate r (replicate c 0))
+  let z1 (k: i64) (m: i64) : *[L][m]f32 = zeros_2d k L m
+  let z2 (k: i64) (r: i64) (c: i64) : *[L][r][c]f32 = zeros_3d k L r c
   let (dx, g) =
     loop (dx, { c_attn_w, c_attn_b, attn_proj_w, attn_proj_b, ln_1_w, ln_1_b, ln_2_w, ln_2_b,
                 c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b }) =
-         (dx, { c_attn_w = map unflatten (z2 (3 * C) C) :> *[L][3][C][C]f32,
-                c_attn_b = map unflatten (z1 (3 * C)) :> *[L][3][C]f32,
-                attn_proj_w = z2 C C, attn_proj_b = z1 C, ln_1_w = z1 C, ln_1_b = z1 C,
-                ln_2_w = z1 C, ln_2_b = z1 C, c_fc_w = z2 F C, c_fc_b = z1 F, mlp_proj_w = z2 C F,
-                mlp_proj_b = z1 C })
+         (dx, { c_attn_w = map unflatten (z2 0 (3 * C) C) :> *[L][3][C][C]f32,
+                c_attn_b = map unflatten (z1 1 (3 * C)) :> *[L][3][C]f32,
+                attn_proj_w = z2 2 C C, attn_proj_b = z1 3 C, ln_1_w = z1 4 C, ln_1_b = z1 5 C,
+                ln_2_w = z1 6 C, ln_2_b = z1 7 C, c_fc_w = z2 8 F C, c_fc_b = z1 9 F,
+                mlp_proj_w = z2 10 C F, mlp_proj_b = z1 11 C })
     for i < L do
       let li = L - 1 - i
       -- opaque: else Futhark's multicore pipeline copied seven of the saved arrays,

@@ -207,11 +207,16 @@ type saved [N][B][n][C][F][H] =
   { x: [N][C]f32, q: [N][C]f32, k: [N][C]f32, v: [N][C]f32,
     att: [B][H][n][n]f32, a: [N][C]f32, x_mid: [N][C]f32, h: [N][F]f32 }
 
--- | All zeros, the loop's initial value before the forward fills each layer's.
-def saved_zeros (N: i64) (B: i64) (n: i64) (C: i64) (F: i64) (H: i64) : saved [N][B][n][C][F][H] =
-  let zeros (m: i64) : [N][m]f32 = replicate N (replicate m 0)
-  in { x = zeros C, q = zeros C, k = zeros C, v = zeros C, a = zeros C, x_mid = zeros C,
-       h = zeros F, att = replicate B (replicate H (replicate n (replicate n 0))) }
+-- | L layers' stores of all zeros, the loop's initial value before the forward
+-- fills each layer's (made layer by layer in parallel: tensor.fut's `zero_at`).
+def saved_zeros (L: i64) (N: i64) (B: i64) (n: i64) (C: i64) (F: i64) (H: i64)
+                : *[L](saved [N][B][n][C][F][H]) =
+  let layer (l: i64) : saved [N][B][n][C][F][H] =
+    let zeros (k: i64) (m: i64) : [N][m]f32 = replicate N (replicate m (zero_at k l))
+    in { x = zeros 0 C, q = zeros 1 C, k = zeros 2 C, v = zeros 3 C, a = zeros 4 C,
+         x_mid = zeros 5 C, h = zeros 6 F,
+         att = replicate B (replicate H (replicate n (replicate n (zero_at 7 l)))) }
+  in tabulate L layer
 
 -- | `attention_forward` on each of the B rows of n positions of q, k, v: [N][C].
 def attention_rows [N][C] (H: i64) (B: i64) (n: i64) (q: [N][C]f32) (k: [N][C]f32) (v: [N][C]f32)

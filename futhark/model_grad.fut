@@ -60,15 +60,15 @@ def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (H: i64)
   -- forward (model.fut's gpt_seq), saving each layer's activations
   let emb = map2 (\tok t -> map2 (+) p.wte[tok] p.wpe[t]) inputs positions
   let (x, saves) =
-    loop (x, saves) = (map rmsnorm emb, replicate L (saved_zeros N B n C F H)) for li < L do
+    loop (x, saves) = (map rmsnorm emb, saved_zeros L N B n C F H) for li < L do
       let (x, s) = block_forward p H B n li x
       in (x, saves with [li] = s)
   -- the head, and the backward
   let (loss, dx, d_lm_head) = head_loss_backward x p.lm_head targets weights
-  let zeros (r: i64) (c: i64) : *[L][r][c]f32 = replicate L (replicate r (replicate c 0))
+  let zeros (k: i64) (r: i64) (c: i64) : *[L][r][c]f32 = zeros_3d k L r c
   let (dx, d_wq, d_wk, d_wv, d_wo, d_fc1, d_fc2) =
     loop (dx, d_wq, d_wk, d_wv, d_wo, d_fc1, d_fc2) =
-         (dx, zeros C C, zeros C C, zeros C C, zeros C C, zeros F C, zeros C F)
+         (dx, zeros 0 C C, zeros 1 C C, zeros 2 C C, zeros 3 C C, zeros 4 F C, zeros 5 C F)
     for i < L do
       let li = L - 1 - i
       let (dx, (wq, wk, wv, wo, fc1, fc2)) = block_backward p li saves[li] dx
