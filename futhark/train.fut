@@ -18,13 +18,17 @@ module trainer (M: gpt_model) = {
   #[inline]
   def finite (x: f32) : bool = !(f32.isnan x || f32.isinf x)
 
+  -- | 1 for a NaN or an infinity, else 0: summed, a count of the values that are
+  -- not finite (a count, not a sum of the values: large finite weights cannot
+  -- overflow it to infinity).
+  #[inline]
+  def nonfinite (x: f32) : f32 = if finite x then 0 else 1
+
   -- | How many weights and Adam moments are NaN or infinite (0: the state is
   -- finite; `step` never makes one that is not).  One reduction on the device: no
-  -- copy of the model to the host.  A count, not a sum of the values: large
-  -- finite weights cannot overflow it to infinity.
+  -- copy of the model to the host.
   def nonfinite_count [V][C][T][L][F][P] (s: state [V][C][T][L][F][P]) : f32 =
-    let bad (x: f32) : f32 = if finite x then 0 else 1
-    in M.params_sum bad s.params + sum_1d bad s.m + sum_1d bad s.v
+    M.params_sum nonfinite s.params + sum_1d nonfinite s.m + sum_1d nonfinite s.v
 
   -- | A state at step 0 with these weights (P of them) and zero moments.
   def fresh [V][C][T][L][F] (P: i64) (p: M.params [V][C][T][L][F]) (hyper: M.hyper)
@@ -88,7 +92,7 @@ module trainer (M: gpt_model) = {
     let step_size = lr / (1 - cfg.beta1 ** f32.i64 (t + 1))
     let bc2_sqrt = f32.sqrt (1 - cfg.beta2 ** f32.i64 (t + 1))
     let new = M.params_map4_decay (adamw_weight cfg lr clip_coef step_size bc2_sqrt) params m v grad
-    let broken = M.params_sum (\x -> if finite x then 0 else 1) new
+    let broken = M.params_sum nonfinite new
     let ok = take && broken == 0
     -- (every moment goes through the update, kept as it was when not ok: a branch
     -- between the moments in place and the moments as they came left their layout
