@@ -56,13 +56,12 @@ entry embedding_bwd [N][C][V] (T: i64) (inputs: [N]i64) (positions: [N]i64) (dx:
 entry layer_norm_fwd [N][C] (bias: bool) (w: [C]f32) (b: [C]f32) (x: [N][C]f32) : [N][C]f32 =
   map (layer_norm bias w b) x
 
--- | LayerNorm's backward at x: [N][C] for dy: [N][C], as `block_backward` takes it:
--- dx (`layer_norm_backward_rows`), then the weight's and bias's gradients
--- (`layer_norm_params_backward`; the bias's zero without `bias`).
+-- | LayerNorm's backward at x: [N][C] for dy: [N][C], as `block_backward` takes it
+-- (`layer_norm_backward`): dx, then the weight's and bias's gradients (the bias's
+-- zero without `bias`).
 entry layer_norm_bwd [N][C] (bias: bool) (w: [C]f32) (x: [N][C]f32) (dy: [N][C]f32)
                             : ([N][C]f32, [C]f32, [C]f32) =
-  let (dw, db) = layer_norm_params_backward bias x dy
-  in (layer_norm_backward_rows w x dy, dw, db)
+  layer_norm_backward bias w x dy
 
 -- | c_attn's forward on xn: [N][C]: q, k, v, each `dense` of its [C][C] slice of
 -- w: [3][C][C] and b: [3][C].

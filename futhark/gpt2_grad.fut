@@ -48,8 +48,8 @@ def block_backward [V][C][T][L][F][N][B][n][H] (p: params [V][C][T][L][F]) (h: h
   let dhid = act_map2 gelu_backward s.h dg
   let xn2 = map (layer_norm h.bias p.ln_2_w[li] p.ln_2_b[li]) s.x_mid
   let (dxn2, d_fc_w, d_fc_b) = dense_backward h.bias xn2 p.c_fc_w[li] dhid
-  let (d_ln2_w, d_ln2_b) = layer_norm_params_backward h.bias s.x_mid dxn2
-  let dx_mid = add2 dx_out (layer_norm_backward_rows p.ln_2_w[li] s.x_mid dxn2)
+  let (dx_ln2, d_ln2_w, d_ln2_b) = layer_norm_backward h.bias p.ln_2_w[li] s.x_mid dxn2
+  let dx_mid = add2 dx_out dx_ln2
   -- attention: x_mid = x + c_proj(attention(c_attn(ln_1 x)))
   let (da, d_aproj_w, d_aproj_b) = dense_backward h.bias s.a p.attn_proj_w[li] dx_mid
   let (dq, dk, dv) = attention_rows_backward s.q s.k s.v s.att da
@@ -59,8 +59,8 @@ def block_backward [V][C][T][L][F][N][B][n][H] (p: params [V][C][T][L][F]) (h: h
   let (dxk, d_wk, d_bk) = dense_backward h.bias xn w[1] dk
   let (dxv, d_wv, d_bv) = dense_backward h.bias xn w[2] dv
   let dxn = add2 dxq (add2 dxk dxv)
-  let (d_ln1_w, d_ln1_b) = layer_norm_params_backward h.bias s.x dxn
-  let dx = add2 dx_mid (layer_norm_backward_rows p.ln_1_w[li] s.x dxn)
+  let (dx_ln1, d_ln1_w, d_ln1_b) = layer_norm_backward h.bias p.ln_1_w[li] s.x dxn
+  let dx = add2 dx_mid dx_ln1
   in (dx, { c_attn_w = [d_wq, d_wk, d_wv], c_attn_b = [d_bq, d_bk, d_bv],
             attn_proj_w = d_aproj_w, attn_proj_b = d_aproj_b,
             ln_1_w = d_ln1_w, ln_1_b = d_ln1_b, ln_2_w = d_ln2_w, ln_2_b = d_ln2_b,
@@ -111,8 +111,7 @@ def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (h: hyper)
   -- the head tied to wte: logits = ln_f(x) wte^T
   let xf = map (layer_norm h.bias p.ln_f_w p.ln_f_b) x
   let (loss, dxf, d_wte_head) = head_loss_backward xf p.wte targets weights
-  let (d_lnf_w, d_lnf_b) = layer_norm_params_backward h.bias x dxf
-  let dx = layer_norm_backward_rows p.ln_f_w x dxf
+  let (dx, d_lnf_w, d_lnf_b) = layer_norm_backward h.bias p.ln_f_w x dxf
   -- the blocks in reverse, each one's gradients stored at its layer
   let z1 (k: i64) (m: i64) : *[L][m]f32 = zeros_2d k L m
   let z2 (k: i64) (r: i64) (c: i64) : *[L][r][c]f32 = zeros_3d k L r c

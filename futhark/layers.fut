@@ -50,23 +50,6 @@ def normalised [n] (x: [n]f32) : [n]f32 =
 def layer_norm [n] (bias: bool) (w: [n]f32) (b: [n]f32) (x: [n]f32) : [n]f32 =
   map3 (\z w b -> let y = z * w in if bias then y + b else y) (normalised x) w b
 
--- | The backward of `layer_norm` at each row of xs: [N][n] for dys: [N][n], with
--- respect to xs (llm.c's layernorm_backward): per row, with z = normalised x and
--- g = w dy, dx = (g - mean(g) - z mean(g z)) / sqrt(var + eps).  Each row's
--- scalars first (`norm_stat`, then mean(g) and mean(g z)), then one map over the
--- elements: a row made by a function of its own inside a `map` was computed into
--- an array of its own and copied into the result, one runtime copy a row (with
--- `layer_norm_params_backward`'s, 6,144 of the recipe's 26,804 copies a step on c).
-def layer_norm_backward_rows [N][n] (w: [n]f32) (xs: [N][n]f32) (dys: [N][n]f32) : [N][n]f32 =
-  let stats = map norm_stat xs
-  let means = map3 (\x dy (mean, r) ->
-                      (f32.sum (map2 (*) w dy) / f32.i64 n,
-                       f32.sum (map3 (\v w d -> w * d * ((v - mean) * r)) x w dy) / f32.i64 n))
-                   xs dys stats
-  in map4 (\x dy (mean, r) (mg, mgz) ->
-             map3 (\v w d -> let z = (v - mean) * r in (w * d - mg - z * mgz) * r) x w dy)
-          xs dys stats means
-
 -- | The sum of the N rows of a: [N][M] (a bias's or LayerNorm's parameters'
 -- gradient), as a reduction of rows by vector adds, each row read as it lies
 -- (in order: on c one row after another; on multicore a fixed split, see
@@ -77,13 +60,27 @@ def layer_norm_backward_rows [N][n] (w: [n]f32) (xs: [N][n]f32) (dys: [N][n]f32)
 -- multicore (as a loop over the rows, each row's adds a parallel map there: 2.4).
 def col_sums [N][M] (a: [N][M]f32) : [M]f32 = reduce (map2 (+)) (replicate M 0) a
 
--- | The gradients of `layer_norm`'s weight and bias over the N rows xs: [N][n] for
--- dys: [N][n] (the bias's zero without `bias`).
-def layer_norm_params_backward [N][n] (bias: bool) (xs: [N][n]f32) (dys: [N][n]f32)
-                               : ([n]f32, [n]f32) =
-  (col_sums (map3 (\x dy (mean, r) -> map2 (\v d -> (v - mean) * r * d) x dy) xs dys
-                  (map norm_stat xs)),
-   if bias then col_sums dys else replicate n 0)
+-- | The backward of `layer_norm` at each row of xs: [N][n] for dys: [N][n], as
+-- llm.c's layernorm_backward: (dx: [N][n], the weight's and the bias's gradients:
+-- [n] each, the bias's zero without `bias`).  Per row, with z = normalised x and
+-- g = w dy, dx = (g - mean(g) - z mean(g z)) / sqrt(var + eps); dw = sum over the
+-- rows of z dy, db = sum of dy.  Each row's scalars first (`norm_stat`, once for
+-- all three; then mean(g) and mean(g z)), then one map over the elements: a row
+-- made by a function of its own inside a `map` was computed into an array of its
+-- own and copied into the result, one runtime copy a row (6,144 of the recipe's
+-- 26,804 copies a step on c).
+def layer_norm_backward [N][n] (bias: bool) (w: [n]f32) (xs: [N][n]f32) (dys: [N][n]f32)
+                        : ([N][n]f32, [n]f32, [n]f32) =
+  let stats = map norm_stat xs
+  let means = map3 (\x dy (mean, r) ->
+                      (f32.sum (map2 (*) w dy) / f32.i64 n,
+                       f32.sum (map3 (\v w d -> w * d * ((v - mean) * r)) x w dy) / f32.i64 n))
+                   xs dys stats
+  let dx = map4 (\x dy (mean, r) (mg, mgz) ->
+                   map3 (\v w d -> let z = (v - mean) * r in (w * d - mg - z * mgz) * r) x w dy)
+                xs dys stats means
+  let dw = col_sums (map3 (\x dy (mean, r) -> map2 (\v d -> (v - mean) * r * d) x dy) xs dys stats)
+  in (dx, dw, if bias then col_sums dys else replicate n 0)
 
 -- | GPT-2's GELU, the tanh approximation (Hendrycks & Gimpel 2016), with
 -- `tanh_fast` (vectorised; f32.tanh took half of a training step's time).
