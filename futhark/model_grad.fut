@@ -71,7 +71,9 @@ def loss_grad [V][C][T][L][F][B][T1] (p: params [V][C][T][L][F]) (H: i64)
          (dx, zeros 0 C C, zeros 1 C C, zeros 2 C C, zeros 3 C C, zeros 4 F C, zeros 5 C F)
     for i < L do
       let li = L - 1 - i
-      let (dx, (wq, wk, wv, wo, fc1, fc2)) = block_backward p li saves[li] dx
+      -- opaque, as gpt2_grad.fut's: else Futhark's multicore pipeline copied the saved
+      -- arrays, whole, into the same layout before this loop
+      let (dx, (wq, wk, wv, wo, fc1, fc2)) = block_backward p li (opaque saves[li]) dx
       in (dx, d_wq with [li] = wq, d_wk with [li] = wk, d_wv with [li] = wv, d_wo with [li] = wo,
           d_fc1 with [li] = fc1, d_fc2 with [li] = fc2)
   -- the embeddings: x0 = rmsnorm(wte[token] + wpe[position])
