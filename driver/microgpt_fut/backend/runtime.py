@@ -57,11 +57,12 @@ def built_backends(program: str = "microgpt") -> list[str]:
 
 
 # A step's work per micro-batch (rows x positions x parameters, about a sixth of its
-# training FLOPs) from which multicore trains at least as fast as c on 2 vCPUs: measured
-# even at 1.1e8 (GPT-2, n_embd 64, B 32 x T 32), 1.13-1.20x at 2.7e8, 1.33-1.42x at
-# nanoGPT's recipe (6.2e8); below it, even or c ahead (bench/README.md, "The default
-# backend").
-MULTICORE_WORK = 10**8
+# training FLOPs) from which multicore trains faster than c on 2 vCPUs: since idle
+# workers poll for work, 1.6-1.8x at 1.4e7 (microgpt, n_embd 32, 2 layers, B 32 x T 16),
+# 1.04-2.3x at 5.3e7 (README's names example) and 2.2x at 2.9e7 (GPT-2, n_embd 32, B 32 x
+# T 32); below it c was as fast or faster in some runs (0.72-1.58x at 7.4e6), and 4x faster
+# at microgpt's job (B 1, 6.7e4) (bench/README.md, "The default backend").
+MULTICORE_WORK = 10**7
 
 
 def fastest_cpu_backend(work: int, split: bool = False) -> str:
