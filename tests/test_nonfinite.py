@@ -331,7 +331,9 @@ def test_a_broken_update_ends_the_run_at_its_own_call(arch, text_file, tmp_path,
 def test_gpt2_counts_non_finite_values_on_the_device(gpt2_rt, where):
     """GPT-2's own nonfinite_count (its state: biases, LayerNorms, the tied head) against
     NumPy's count of NaN and infinities in the same arrays, one in every tensor of the
-    group, on every backend; values near float32's largest are finite."""
+    group (NaNs with the sign bit set and with payloads among them), on every backend;
+    values near float32's largest, the largest itself, the smallest subnormal and -0 are
+    finite (the kernels read the exponent's bits: train.fut's `nonfinite`)."""
     from microgpt_fut.models.gpt2 import GPT2Config
 
     cfg = GPT2Config(vocab_size=11, n_embd=8, n_head=2, n_layer=2, block_size=6, bias=True)
@@ -339,9 +341,13 @@ def test_gpt2_counts_non_finite_values_on_the_device(gpt2_rt, where):
     params = {k: rng.standard_normal(s).astype(np.float32) for k, s in cfg.shapes().items()}
     m = {k: np.full_like(a, -3e38) for k, a in params.items()}
     v = {k: np.full_like(a, 3e38) for k, a in params.items()}
+    big, tiny_ = np.finfo(np.float32).max, np.float32(np.finfo(np.float32).smallest_subnormal)
+    params["wte"].flat[-4:] = (big, -big, tiny_, -0.0)
     groups = {"params": params, "m": m, "v": v}
+    bad = [np.nan, np.inf, -np.inf] + [np.uint32(b).view(np.float32)
+                                       for b in (0xFFC00000, 0x7F800001, 0xFFFFFFFF)]
     for i, a in enumerate(groups[where].values() if where != "none" else []):
-        a.flat[i % a.size] = (np.nan, np.inf, -np.inf)[i % 3]  # one in every tensor
+        a.flat[i % a.size] = bad[i % len(bad)]  # one in every tensor
     model = GPT2Model.from_arrays(gpt2_rt, cfg, params, m, v)
     want = sum(int((~np.isfinite(a)).sum()) for g in groups.values() for a in g.values())
     got = float(gpt2_rt.numpy(gpt2_rt.entry("nonfinite_count", model.state))[0])
