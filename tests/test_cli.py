@@ -290,6 +290,23 @@ def test_help_and_version():
         assert run(cmd, "--help").exit_code == 0
 
 
+def test_integer_ranges_show_their_lower_bound_and_refuse_past_64_bits():
+    """--help shows a count's range as x>=min, not the kernels' bound of 2**62 (or 2**63 - 1
+    for --seed) in 19 digits; a value past that bound is one line naming it, and one
+    below the range one line giving the range."""
+    for cmd in ("train", "sample", "prepare", "eval", "export-hf"):
+        text = " ".join(run(cmd, "--help").stdout.split())
+        assert not re.search(r"\d{10,}", text), (cmd, re.findall(r"\S*\d{10,}\S*", text))
+    assert "[default: 0; x>=0]" in " ".join(run("sample", "--help").stdout.split())
+    assert_one_line_error(run("sample", "--top-k", 2**62 + 1), "--top-k",
+                          f"{2**62 + 1} is too large (at most 2**62)")
+    assert_one_line_error(run("train", "--seed", 2**63), "--seed",
+                          f"{2**63} is too large (at most 2**63 - 1)")
+    assert_one_line_error(run("sample", "--top-k", -1), "--top-k", "-1 is not in the range x>=0")
+    assert_one_line_error(run("prepare", "--vocab-size", 256, "x.txt"), "--vocab-size",
+                          "256 is not in the range x>=257")
+
+
 @pytest.mark.slow
 def test_microgpt_job_end_to_end():
     """microgpt.py's exact job: names.txt, B=1, 1000 steps, seed 42, its sizes, on c."""

@@ -23,7 +23,7 @@ from ..training.kinds import KINDS
 from ..training.settings import DEFAULTS as RUN
 from .common import bad_option
 from .config import load_config
-from .values import (F32, INT, INT_MAX, check_lr, check_positive, check_temperature,
+from .values import (F32, INT, INT64_MAX, IntFrom, check_lr, check_positive, check_temperature,
                     path_not_empty)
 
 
@@ -73,7 +73,7 @@ def _optimizer(name: str, type_, text: str) -> tuple[str, Option]:
 
 
 _SIZES = FAMILIES["microgpt"].config_class  # its fields' defaults: train's sizes
-_SEED = dict(type=click.IntRange(0, 2**63 - 1), default=RUN["seed"], show_default=True)
+_SEED = dict(type=IntFrom(0, INT64_MAX), default=RUN["seed"], show_default=True)
 
 OPTIONS: dict[str, Option] = dict([
     ("data", Option(("--data",), "lines: a text file, one document per line (default: "
@@ -148,7 +148,7 @@ OPTIONS: dict[str, Option] = dict([
                           f"--batch-size accumulated per step.  [default: {RUN['grad_accum']}]"),
                           _count(None))),
     _optimizer("min_lr", F32, "learning rate at the end of the cosine decay."),
-    _optimizer("warmup_steps", click.IntRange(0, INT_MAX), "steps of linear warm-up."),
+    _optimizer("warmup_steps", IntFrom(0), "steps of linear warm-up."),
     _optimizer("lr_decay_steps", INT, "step where the cosine decay reaches --min-lr."),
     _optimizer("beta1", F32, "Adam's beta1."),
     _optimizer("beta2", F32, "Adam's beta2."),
@@ -195,10 +195,10 @@ OPTIONS: dict[str, Option] = dict([
                                        metavar="MODEL"))),
     ("samples", Option(("--samples",), "Samples to print after training."
                        + _sample_defaults("samples"),
-                       dict(type=click.IntRange(0, INT_MAX), default=None))),
+                       dict(type=IntFrom(0), default=None))),
     ("num", Option(("-n", "--num"), "Number of samples (of each prompt)."
                    + _sample_defaults("samples"),
-                   dict(type=click.IntRange(0, INT_MAX), default=None))),
+                   dict(type=IntFrom(0), default=None))),
     ("temperature", Option(("--temperature",), "Sampling temperature (0 = greedy)."
                            + _sample_defaults("temperature"),
                            dict(type=F32, default=None, callback=check_temperature))),
@@ -214,10 +214,10 @@ OPTIONS: dict[str, Option] = dict([
     ("max_new_tokens", Option(("--max-new-tokens",), "Text models: tokens to generate after "
                               "the prompt (characters for a character vocabulary; a byte-level "
                               "BPE's tokens are bytes and merges of them).",
-                              dict(type=click.IntRange(0, INT_MAX),
+                              dict(type=IntFrom(0),
                                    default=500, show_default=True))),
     ("top_k", Option(("--top-k",), "Text models: draw only from the k likeliest tokens (0: "
-                     "all).", dict(type=click.IntRange(0, INT_MAX), default=0,
+                     "all).", dict(type=IntFrom(0), default=0,
                                    show_default=True))),
     ("plain", Option(("--plain",), "One sample per line and nothing else, for pipes: names as "
                      "they are, text samples as JSON strings.", dict(is_flag=True))),

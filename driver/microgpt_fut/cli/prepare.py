@@ -17,7 +17,7 @@ from ..interrupt import stop_on_signals
 from ..training.loop import lock_path
 from .common import bad_option, exit_if_stdout_closed, exit_with, lock_out, say_note, user_errors
 from .group import main
-from .values import INT_MAX, given_options
+from .values import IntFrom, given_options
 
 @main.command("prepare")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
@@ -27,11 +27,11 @@ from .values import INT_MAX, given_options
               help="char (the inputs' characters), bpe (a byte-level BPE trained on the "
                    "inputs' first --bpe-sample-mb MB, see --vocab-size), or a tokenizer.json, "
                    "vocab.json (beside merges.txt) or a folder holding them.")
-@click.option("--vocab-size", type=click.IntRange(257, INT_MAX), default=None,
+@click.option("--vocab-size", type=IntFrom(257), default=None,
               help="--tokenizer bpe: the BPE's vocabulary (256 bytes, merges, <|endoftext|>).")
 @click.option("--bpe-sample-mb", type=click.FloatRange(0, min_open=True), default=10.0,
               show_default=True, help="--tokenizer bpe: MB of the inputs the BPE learns from.")
-@click.option("--shard-tokens", type=click.IntRange(1, INT_MAX), default=100_000_000,
+@click.option("--shard-tokens", type=IntFrom(1), default=100_000_000,
               show_default=True,
               help="Tokens per shard (llm.c's .bin: uint16 tokens up to a vocabulary of "
                    "65,536, else uint32).")

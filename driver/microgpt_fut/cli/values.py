@@ -31,6 +31,24 @@ class Int64(click.types.IntParamType):
 INT = Int64()
 
 
+class IntFrom(click.IntRange):
+    """click's IntRange from ``min`` up, also refusing values above ``max`` (default
+    2**62: the kernels' 64-bit integers) with click's one-line error. --help shows the
+    range as x>=min: the upper bound is there for the kernels, not a choice to offer (as
+    a closed range, help printed 0<=x<=4611686018427387904)."""
+
+    def __init__(self, min: int, max: int = INT_MAX):
+        super().__init__(min=min)
+        self.upper = max
+
+    def convert(self, value, param, ctx):
+        n = super().convert(value, param, ctx)
+        if n > self.upper:
+            bound = {INT_MAX: "2**62", INT64_MAX: "2**63 - 1"}.get(self.upper, self.upper)
+            self.fail(f"{n} is too large (at most {bound})", param, ctx)
+        return n
+
+
 class Float32(click.types.FloatParamType):
     """click's FLOAT, refusing a value that float32 cannot hold (the kernels compute in
     float32: --lr 1e39 would be infinite) with click's one-line error."""
