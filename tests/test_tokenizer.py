@@ -79,6 +79,21 @@ def test_train_bpe_is_gpt2_style_and_deterministic():
         train_bpe("abc", 256)
 
 
+def test_a_bpe_asked_for_more_than_its_text_can_fill_is_what_it_fills():
+    """A BPE asked for more tokens than its text allows merges (up to 2**62, --vocab-size's
+    bound) is the one asked for just enough: every merge the text has, then <|endoftext|>.
+    (Asked as it was, the trainer sized its tables by the request: 2**31 aborted the process
+    on a failed allocation, 2**62 panicked.)"""
+    text = shakespeare()[:3000]
+    nbytes = len(text.encode())
+    enough = train_bpe(text, 257 + nbytes)
+    assert BPE_SIZE < enough.size < 257 + nbytes
+    for asked in (nbytes + 10_000, 2**62, 2**31):
+        assert train_bpe(text, asked) == enough
+    docs = text.split("\n\n")
+    assert train_bpe(docs, 2**62) == train_bpe(docs, 257 + nbytes)
+
+
 def test_bpe_json_round_trip():
     tok = small_bpe()
     back = from_json(tok.to_json())

@@ -344,12 +344,18 @@ def train_bpe(text: str | list[str], vocab_size: int) -> HFTokenizer:
     if vocab_size < BPE_MIN_VOCAB:
         raise ValueError(f"--vocab-size must be at least 257 (256 bytes and {EOT}), "
                          f"got {vocab_size}")
+    # Each merge joins two symbols of the text into one, so there are fewer merges than
+    # the text has bytes: asking the trainer for more changes nothing but its memory
+    # (it sizes tables by the request: 2**31 aborted on a failed 141 GB allocation,
+    # 2**62 panicked).
+    texts = [text] if isinstance(text, str) else text
+    most = 256 + sum(len(t.encode("utf-8")) for t in texts)
     tok = HFTok(models.BPE())
     _gpt2_pipeline(tok)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, show_progress=False,
+    trainer = trainers.BpeTrainer(vocab_size=min(vocab_size - 1, most), show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   special_tokens=[])
-    tok.train_from_iterator([text] if isinstance(text, str) else text, trainer)
+    tok.train_from_iterator(texts, trainer)
     tok.add_special_tokens([AddedToken(EOT, special=True)])
     return HFTokenizer(tok)
 
