@@ -303,6 +303,7 @@ def test_integer_ranges_show_their_lower_bound_and_refuse_past_64_bits():
     assert_one_line_error(run("train", "--seed", 2**63), "--seed",
                           f"{2**63} is too large (at most 2**63 - 1)")
     assert_one_line_error(run("sample", "--top-k", -1), "--top-k", "-1 is not in the range x>=0")
+    assert_one_line_error(run("sample", "--top-k", "1.5"), "--top-k", "'1.5' is not a valid integer.")
     assert_one_line_error(run("prepare", "--vocab-size", 256, "x.txt"), "--vocab-size",
                           "256 is not in the range x>=257")
 

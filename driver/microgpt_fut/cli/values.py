@@ -35,7 +35,10 @@ class IntFrom(click.IntRange):
     """click's IntRange from ``min`` up, also refusing values above ``max`` (default
     2**62: the kernels' 64-bit integers) with click's one-line error. --help shows the
     range as x>=min: the upper bound is there for the kernels, not a choice to offer (as
-    a closed range, help printed 0<=x<=4611686018427387904)."""
+    a closed range, help printed 0<=x<=4611686018427387904). Named an integer, as the
+    other integer options are ('1.5' is not a valid integer, not integer range)."""
+
+    name = "integer"
 
     def __init__(self, min: int, max: int = INT_MAX):
         super().__init__(min=min)
