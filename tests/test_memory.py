@@ -9,6 +9,7 @@ import pytest
 
 from cli_helpers import need_backend
 from conftest import DATA_DIR
+from microgpt_fut.host_memory import format_bytes
 from microgpt_fut.training import memory
 from microgpt_fut.errors import RunTooLarge
 from microgpt_fut.models.microgpt import MicrogptConfig
@@ -134,6 +135,24 @@ def test_checkpoint_larger_than_the_disk_and_device_memory(tmp_path):
         memory.check_run(need, tmp_path / "m.safetensors", device_memory=2**30,
                          available=10**12)
     memory.check_run(need, tmp_path / "m.safetensors", available=10**12)  # fits: no error
+
+
+def test_a_run_sized_by_mistake_is_named_readably_with_the_option_that_grows_it(tmp_path):
+    """A need of 10**20 bytes reads as 9.31e+10 GiB (not 93132257461.5 GiB: 2**62 positions
+    printed 30 digits), and the token batches' hint names --grad-accum where the run
+    accumulates micro-batches (their batches are made at once), not where it does not
+    (microgpt refuses the option)."""
+    def error(**kw) -> str:
+        need = memory.MemoryNeed(state=10**6, activations=10**6, tokens=10**20, checkpoint=0,
+                                 **kw)
+        with pytest.raises(RunTooLarge) as e:
+            memory.check_run(need, tmp_path / "m.safetensors", available=2**30)
+        return str(e.value)
+    assert "needs about 9.31e+10 GiB of memory" in error(grad_accum=1)
+    assert "lower --batch-size, --grad-accum, --steps-per-call" in error(grad_accum=4)
+    assert "lower --batch-size, --steps-per-call" in error(grad_accum=1)
+    assert format_bytes(999_999 * 2**30) == "999999.0 GiB"
+    assert format_bytes(10**6 * 2**30) == "1e+06 GiB"
 
 
 def test_batch_and_threads_count_where_they_are_held():

@@ -30,5 +30,8 @@ def available_memory() -> int | None:
 
 
 def format_bytes(n: int) -> str:
-    """n bytes for a message: "1.5 GiB" from a tenth of a GiB up, else "43 MiB"."""
+    """n bytes for a message: "1.5 GiB" from a tenth of a GiB up, "3.17e+29 GiB" from a
+    million GiB up (a run sized by mistake, e.g. --block-size 2**62), else "43 MiB"."""
+    if n >= GIB * 10**6:
+        return f"{n / GIB:.3g} GiB"
     return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{n / 2**20:.0f} MiB"

@@ -60,6 +60,7 @@ class MemoryNeed:
     activations: int
     tokens: int
     checkpoint: int
+    grad_accum: int = 1  # micro-batches a step (their token batches are built at once)
 
     @property
     def total(self) -> int:
@@ -95,7 +96,7 @@ def training_need(config: GPTConfigBase, backend: str, batch_size: int, steps_pe
     evaluation = eval_iters * batch_size * (T + 1) * INT
     tokens = 2 * data_tokens * INT + 3 * max(batch, evaluation)  # index, rows, device copy
     checkpoint = 3 * P * FLOAT
-    return MemoryNeed(state, activations, tokens, checkpoint)
+    return MemoryNeed(state, activations, tokens, checkpoint, grad_accum)
 
 
 def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
@@ -107,7 +108,8 @@ def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
     available = host_memory.available_memory() if available is None else available
     parts = {"--n-embd/--n-layer (the model's parameters and Adam's moments)": need.state,
              "--batch-size or --block-size (activations of the batch)": need.activations,
-             "--batch-size, --steps-per-call, --eval-iters or --block-size (token batches)": need.tokens}
+             f"--batch-size, {'--grad-accum, ' if need.grad_accum > 1 else ''}--steps-per-call, "
+             "--eval-iters or --block-size (token batches)": need.tokens}
     culprit = max(parts, key=parts.get)
     if available is not None and need.total > available:
         raise RunTooLarge(
