@@ -139,9 +139,9 @@ def test_checkpoint_larger_than_the_disk_and_device_memory(tmp_path):
 
 def test_a_run_sized_by_mistake_is_named_readably_with_the_option_that_grows_it(tmp_path):
     """A need of 10**20 bytes reads as 9.31e+10 GiB (not 93132257461.5 GiB: 2**62 positions
-    printed 30 digits), and the token batches' hint names --grad-accum where the run
-    accumulates micro-batches (their batches are made at once), not where it does not
-    (microgpt refuses the option)."""
+    printed 30 digits), and the token batches' hint names --grad-accum and --eval-iters
+    where the run accumulates micro-batches or evaluates (their batches are made at once),
+    not where it does not (microgpt refuses both options)."""
     def error(**kw) -> str:
         need = memory.MemoryNeed(state=10**6, activations=10**6, tokens=10**20, checkpoint=0,
                                  **kw)
@@ -149,10 +149,40 @@ def test_a_run_sized_by_mistake_is_named_readably_with_the_option_that_grows_it(
             memory.check_run(need, tmp_path / "m.safetensors", available=2**30)
         return str(e.value)
     assert "needs about 9.31e+10 GiB of memory" in error(grad_accum=1)
-    assert "lower --batch-size, --grad-accum, --steps-per-call" in error(grad_accum=4)
-    assert "lower --batch-size, --steps-per-call" in error(grad_accum=1)
+    assert error(grad_accum=4, eval_iters=20).endswith(
+        "lower --batch-size, --grad-accum, --steps-per-call, --eval-iters or --block-size "
+        "(token batches)")
+    assert error().endswith("lower --batch-size, --steps-per-call or --block-size (token batches)")
     assert format_bytes(999_999 * 2**30) == "999999.0 GiB"
     assert format_bytes(10**6 * 2**30) == "1e+06 GiB"
+
+
+def test_sizes_given_by_mistake_are_counted_exactly_and_refused_in_one_line(tmp_path):
+    """A model of n_embd 10**9 has (V + T) C + L (12 C^2 + 13 C) + 2 C parameters (GPT-2's
+    count, biases and LayerNorms included; 124,439,808 at GPT-2 small's sizes), exactly:
+    np.prod's int64 wrapped to a negative count, which the memory check passed and the
+    kernels crashed on (a segmentation fault). Through the CLI: one line naming --n-embd.
+    And --steps-per-call beyond --steps sizes the token batches by --steps."""
+    from click.testing import CliRunner
+    from microgpt_fut.cli.commands import main
+    from microgpt_fut.models.gpt2 import GPT2Config
+
+    def count(V, T, C, L):
+        return (V + T) * C + L * (12 * C * C + 13 * C) + 2 * C
+    assert GPT2Config(vocab_size=50257, n_embd=768, n_head=12, n_layer=12, block_size=1024,
+                      bias=True).num_params() == count(50257, 1024, 768, 12) == 124_439_808
+    huge = GPT2Config(vocab_size=65, n_embd=10**9, n_head=1, n_layer=2, block_size=16, bias=True)
+    assert huge.num_params() == count(65, 16, 10**9, 2) > 2**63
+    need_backend("c")
+    r = CliRunner().invoke(main, ["train", "--steps", "3", "--samples", "0", "--n-embd",
+                                  str(10**9), "--backend", "c", "--out", str(tmp_path / "m")])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.stderr.strip().splitlines()[-1].startswith("Error: this run needs about ")
+    assert "lower --n-embd/--n-layer" in r.stderr
+    r = CliRunner().invoke(main, ["train", "--steps", "3", "--steps-per-call", str(10**9),
+                                  "--samples", "0", "--backend", "c",
+                                  "--out", str(tmp_path / "m.safetensors")])
+    assert r.exit_code == 0, r.output
 
 
 def test_batch_and_threads_count_where_they_are_held():

@@ -76,7 +76,7 @@ def train(ctx, **o):
     device = (cli_mpi.local_device(backend, o["device"], world.local_rank)
               if world is not None else o["device"])
     rt = runtime(backend, device, quiet, program=p.family.program)
-    check_memory(config, backend, rt, s.batch_size, s.steps_per_call,
+    check_memory(config, backend, rt, s.batch_size, min(s.steps_per_call, s.num_steps),
                  kind.data_tokens(data, T), s.grad_accum, s.contexts * ranks_here(world),
                  s.eval_iters if kind.evaluates else 0, out)
     line, warning = kind.describe(data, T)

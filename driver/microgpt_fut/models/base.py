@@ -5,6 +5,7 @@ checks of the arrays the host hands the kernels or asks of them.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
@@ -57,8 +58,10 @@ class GPTConfigBase:
         return self.num_tensor_elements()
 
     def num_tensor_elements(self) -> int:
-        """The length P of the flat state's rows: every tensor of ``shapes()``."""
-        return int(sum(np.prod(s) for s in self.shapes().values()))
+        """The length P of the flat state's rows: every tensor of ``shapes()``. In Python's
+        integers: np.prod's int64 wrapped for sizes given by mistake (--n-embd 10**9 made
+        a negative count, which the memory check passed and the kernels crashed on)."""
+        return sum(math.prod(map(int, s)) for s in self.shapes().values())
 
     def init_sizes(self) -> tuple:
         """The sizes and settings that the libraries' ``init``, ``make_state`` and

@@ -20,6 +20,7 @@ leading [n_layer] axis (DEVICE_NAMES, in the flat state's order: futhark/gpt2_gr
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -63,8 +64,9 @@ class GPT2Config(GPTConfigBase):
         return self.bias or not name.endswith("_b")
 
     def num_params(self) -> int:
-        """Parameters the model uses (no biases when bias=False)."""
-        return int(sum(np.prod(s) for n, s in self.shapes().items() if self._used(n)))
+        """Parameters the model uses (no biases when bias=False), in Python's integers (as
+        ``num_tensor_elements``)."""
+        return sum(math.prod(map(int, s)) for n, s in self.shapes().items() if self._used(n))
 
     def file_shapes(self, prefix: str = "") -> dict[str, tuple[int, ...]]:
         """Hugging Face name -> shape of every checkpoint tensor (HF's order)."""

@@ -61,6 +61,7 @@ class MemoryNeed:
     tokens: int
     checkpoint: int
     grad_accum: int = 1  # micro-batches a step (their token batches are built at once)
+    eval_iters: int = 0  # batches per split of an evaluation (0: the run evaluates none)
 
     @property
     def total(self) -> int:
@@ -96,7 +97,15 @@ def training_need(config: GPTConfigBase, backend: str, batch_size: int, steps_pe
     evaluation = eval_iters * batch_size * (T + 1) * INT
     tokens = 2 * data_tokens * INT + 3 * max(batch, evaluation)  # index, rows, device copy
     checkpoint = 3 * P * FLOAT
-    return MemoryNeed(state, activations, tokens, checkpoint, grad_accum)
+    return MemoryNeed(state, activations, tokens, checkpoint, grad_accum, eval_iters)
+
+
+def _token_options(need: MemoryNeed) -> str:
+    """The options the token batches grow with, for the hint: --grad-accum and --eval-iters
+    only where the run accumulates or evaluates (microgpt refuses both)."""
+    names = ["--batch-size", "--grad-accum" if need.grad_accum > 1 else "", "--steps-per-call",
+             "--eval-iters" if need.eval_iters else ""]
+    return ", ".join(n for n in names if n) + " or --block-size (token batches)"
 
 
 def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
@@ -108,8 +117,7 @@ def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
     available = host_memory.available_memory() if available is None else available
     parts = {"--n-embd/--n-layer (the model's parameters and Adam's moments)": need.state,
              "--batch-size or --block-size (activations of the batch)": need.activations,
-             f"--batch-size, {'--grad-accum, ' if need.grad_accum > 1 else ''}--steps-per-call, "
-             "--eval-iters or --block-size (token batches)": need.tokens}
+             _token_options(need): need.tokens}
     culprit = max(parts, key=parts.get)
     if available is not None and need.total > available:
         raise RunTooLarge(
