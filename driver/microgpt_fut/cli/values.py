@@ -16,6 +16,12 @@ from .common import bad_option
 # click with one line (they used to end in an OverflowError traceback).
 INT_MAX = 2**62
 INT64_MAX = 2**63 - 1
+_BOUND_NAMES = {INT_MAX: "2**62", INT64_MAX: "2**63 - 1"}
+
+
+def too_large(n: int, bound: int) -> str:
+    """The message for an integer option's value n past ``bound`` (named as 2**62)."""
+    return f"{n} is too large (at most {_BOUND_NAMES.get(bound, bound)})"
 
 
 class Int64(click.types.IntParamType):
@@ -24,7 +30,7 @@ class Int64(click.types.IntParamType):
     def convert(self, value, param, ctx):
         n = super().convert(value, param, ctx)
         if abs(n) > INT_MAX:
-            self.fail(f"{n} is too large (at most 2**62)", param, ctx)
+            self.fail(too_large(n, INT_MAX), param, ctx)
         return n
 
 
@@ -47,8 +53,7 @@ class IntFrom(click.IntRange):
     def convert(self, value, param, ctx):
         n = super().convert(value, param, ctx)
         if n > self.upper:
-            bound = {INT_MAX: "2**62", INT64_MAX: "2**63 - 1"}.get(self.upper, self.upper)
-            self.fail(f"{n} is too large (at most {bound})", param, ctx)
+            self.fail(too_large(n, self.upper), param, ctx)
         return n
 
 

@@ -16,6 +16,12 @@ from ..backend.runtime import Runtime
 from ..host_memory import format_bytes
 
 
+def elements(shapes) -> int:
+    """The number of elements of tensors of these shapes, in Python's integers (np.prod's
+    int64 wraps for sizes given by mistake)."""
+    return sum(math.prod(map(int, s)) for s in shapes)
+
+
 @dataclass(frozen=True)
 class GPTConfigBase:
     """The sizes both families share, and their checks: the base of MicrogptConfig and
@@ -61,7 +67,7 @@ class GPTConfigBase:
         """The length P of the flat state's rows: every tensor of ``shapes()``. In Python's
         integers: np.prod's int64 wrapped for sizes given by mistake (--n-embd 10**9 made
         a negative count, which the memory check passed and the kernels crashed on)."""
-        return sum(math.prod(map(int, s)) for s in self.shapes().values())
+        return elements(self.shapes().values())
 
     def init_sizes(self) -> tuple:
         """The sizes and settings that the libraries' ``init``, ``make_state`` and

@@ -20,13 +20,12 @@ leading [n_layer] axis (DEVICE_NAMES, in the flat state's order: futhark/gpt2_gr
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from .base import DeviceModel, GPTConfigBase
+from .base import DeviceModel, GPTConfigBase, elements
 
 DEVICE_NAMES = ("wte", "wpe", "ln_1_w", "ln_1_b", "c_attn_w", "c_attn_b", "attn_proj_w",
                 "attn_proj_b", "ln_2_w", "ln_2_b", "c_fc_w", "c_fc_b", "mlp_proj_w",
@@ -66,7 +65,7 @@ class GPT2Config(GPTConfigBase):
     def num_params(self) -> int:
         """Parameters the model uses (no biases when bias=False), in Python's integers (as
         ``num_tensor_elements``)."""
-        return sum(math.prod(map(int, s)) for n, s in self.shapes().items() if self._used(n))
+        return elements(s for n, s in self.shapes().items() if self._used(n))
 
     def file_shapes(self, prefix: str = "") -> dict[str, tuple[int, ...]]:
         """Hugging Face name -> shape of every checkpoint tensor (HF's order)."""
