@@ -42,7 +42,7 @@ def need_backend(backend: str = "c") -> None:
 # The progress lines of a run (train's, prepare's BPE), which go to stderr (as tqdm's
 # and logging's) before an error that stops it.
 PROGRESS = ("data: ", "model: ", "step ", "saved checkpoint ", "starting from the weights ",
-            "resuming ", "training a BPE of ")
+            "resuming ", "training a BPE of ", "the BPE has ")
 
 
 def progress_aside(stderr: str) -> list[str]:

@@ -196,7 +196,8 @@ def test_data_errors(tmp_path):
     blank.write_bytes(b"\n \n\t\n")
     latin = tmp_path / "latin.txt"
     latin.write_bytes("emma\nolivia\nzoë\n".encode("latin-1"))
-    cases = [(tmp_path / "missing.txt", "does not exist"), (tmp_path, "is a directory"),
+    # a folder is read as token shards (--data-format's default there): this one has none
+    cases = [(tmp_path / "missing.txt", "does not exist"), (tmp_path, "holds no token shards"),
              (empty, "is empty"), (blank, "only blank lines"), (latin, "line 3")]
     for path, fragment in cases:
         assert_one_line_error(run("train", "--data", path, "--out", out, "--steps", 2),

@@ -152,7 +152,7 @@ def test_config_file(text_file, tmp_path):
 @pytest.mark.parametrize("extra, fragment", [
     (["--eval-iters", "0"], "--eval-iters"),
     (["--block-size", "19990"], "training split"),
-    (["--block-size", "30000"], "has 20000 characters"),
+    (["--block-size", "30000"], "has 20,000 characters"),
     (["--val-fraction", "0.0001"], "validation split"),
     (["--threads", "2", "--backend", "multicore"], "--threads"),
     (["--warmup-steps", "30"], "--warmup-steps 30 must be less than --steps 24"),

@@ -52,7 +52,8 @@ def _train(tmp_path, *args) -> tuple[subprocess.CompletedProcess, int]:
       "1000000000000"], "--eval-iters"),
     (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--n-embd", "8192",
       "--n-layer", "24", "--n-head", "8"], "lower --n-embd/--n-layer"),
-], ids=["n_embd", "block_size", "text_batch", "eval_iters", "text_model"])
+    (["--mlp-width", "1000000000"], "lower --n-embd/--n-layer/--mlp-width (the model's"),
+], ids=["n_embd", "block_size", "text_batch", "eval_iters", "text_model", "mlp_width"])
 def test_too_large_is_refused_before_allocating(tmp_path, args, option):
     need_backend("c")
     r, peak_kib = _train(tmp_path, *args)

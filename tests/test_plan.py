@@ -278,3 +278,41 @@ def test_the_plan_lets_go_of_the_checkpoints_arrays_once_the_device_has_them(
     assert all(np.array_equal(state.params[k], saved.params[k]) for k in saved.params)
     if source == "--resume":
         assert all(np.array_equal(state.m[k], saved.m[k]) for k in saved.m)
+
+
+def test_a_folder_of_shards_trains_without_data_format(text, tmp_path):
+    """`train --data FOLDER` reads `prepare`'s token shards without --data-format tokens
+    (it used to read the folder as a text file and fail), with either --arch and with
+    --init-from; the run is the one --data-format tokens gives (the same losses); a folder
+    given --data-format lines or text is refused in one line naming --data-format tokens;
+    and a resumed run keeps its own format."""
+    need_backend("c")
+    shards = tmp_path / "shards"
+    assert run("prepare", text, "--out", shards).exit_code == 0
+    for arch in ("microgpt", "gpt2"):
+        outs = []
+        for fmt in ([], ["--data-format", "tokens"]):
+            out = tmp_path / f"{arch}{len(fmt)}.safetensors"
+            r = run("train", "--arch", arch, *fmt, "--data", shards, *SIZES, "--steps", 2,
+                    "--samples", 0, "--out", out)
+            assert r.exit_code == 0, r.output
+            assert "token shards" in r.stderr
+            outs.append(ckpt.load(out))
+        assert outs[0].data_format == outs[1].data_format == "tokens"
+        assert np.array_equal(outs[0].losses, outs[1].losses)
+    r = run("train", "--init-from", tmp_path / "gpt20.safetensors", "--data", shards,
+            "--steps", 1, "--eval-iters", 2, "--samples", 0, "--out", tmp_path / "i.safetensors")
+    assert r.exit_code == 0, r.output
+    assert ckpt.load(tmp_path / "i.safetensors").data_format == "tokens"
+    for fmt in ("lines", "text"):
+        r = run("train", "--data-format", fmt, "--data", shards, "--steps", 1,
+                "--out", tmp_path / "x.safetensors")
+        assert_one_line_error(r, f"data file {str(shards)!r} is a directory",
+                              "--data-format tokens")
+    model = tmp_path / "text.safetensors"
+    r = run("train", "--arch", "gpt2", "--data", text, *SIZES, "--steps", 1, "--samples", 0,
+            "--out", model)
+    assert r.exit_code == 0, r.output
+    r = run("train", "--resume", model, "--data", shards, "--steps", 1)
+    assert_one_line_error(r, f"--data {str(shards)!r} is a folder", "a gpt2 model of text",
+                          "give its data file with --data")

@@ -74,7 +74,7 @@ def test_ctrl_c_keeps_the_samples_printed_and_counts_them(names_ckpt):
     err = p.stderr.read()
     assert p.wait(timeout=60) == 130, err
     lines = [ln.rstrip("\n") for ln in first] + rest.splitlines()
-    assert err.strip().splitlines() == [f"interrupted: printed {len(lines)} of {N} samples"]
+    assert err.strip().splitlines() == [f"interrupted: printed {len(lines)} of {N:,} samples"]
     assert 5 <= len(lines) < N
     # the kept samples are the run's first ones: the same as a run asking for that many
     again = subprocess.run(_cli("sample", "--checkpoint", names_ckpt, "-n", len(lines),
@@ -137,7 +137,8 @@ def test_a_signal_during_the_last_sample_stops_with_its_status(text_ckpt, monkey
     assert r.exit_code == status, r.output
     assert len(r.stdout.splitlines()) == n
     how = "interrupted" if sig == signal.SIGINT else "stopped by SIGTERM"
-    assert r.stderr.strip().splitlines() == [f"{how}: printed {n} of {n} samples"]
+    samples = "1 sample" if n == 1 else f"{n} samples"
+    assert r.stderr.strip().splitlines() == [f"{how}: printed {n} of {samples}"]
 
 
 def _read_some(p: subprocess.Popen, n: int, timeout: float = 60) -> bytes:

@@ -124,8 +124,9 @@ OPTIONS: dict[str, Option] = dict([
     ("data_format", Option(("--data-format",), "lines: one document per line with BOS "
                            "(names); text: the whole file as one token stream; tokens: a "
                            "folder of token shards (`prepare`). Any --arch trains on any of "
-                           "them.  [default: lines; text with --arch gpt2; with --resume or "
-                           "--init-from, the model's]",
+                           "them.  [default: tokens where --data is a folder; lines; text with "
+                           "--arch gpt2; with --resume, the model's, and with --init-from "
+                           "where --data is a file]",
                            dict(type=click.Choice(list(KINDS)), default=None))),
     ("bias", Option(("--bias/--no-bias",), where("bias", "biases in the linear layers and "
                     "LayerNorms (nanoGPT's bias).  [default: "

@@ -15,6 +15,7 @@ from ..data.tokenizer import load_tokenizer, train_bpe
 from ..errors import Stopped
 from ..interrupt import stop_on_signals
 from ..training.loop import lock_path
+from ..wording import counted
 from .common import bad_option, exit_if_stdout_closed, exit_with, lock_out, say_note, user_errors
 from .group import main
 from .values import IntFrom, given_options
@@ -104,8 +105,9 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
             how = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {stop.name}"
             raise exit_with(128 + stop.signum, f"{how}: --out {str(out)!r} is as it was "
                             "(nothing written)") from None
-        say_note(f"wrote {out}: {done.train_tokens:,} train tokens in {len(done.train)} "
-                 f"shard(s), {done.val_tokens:,} val tokens in {len(done.val)}, tokenizer.json "
+        say_note(f"wrote {out}: {counted(done.train_tokens, 'train token')} in "
+                 f"{counted(len(done.train), 'shard')}, {counted(done.val_tokens, 'val token')} "
+                 f"in {len(done.val)}, tokenizer.json "
                  f"(vocab_size {tok.size})")
         succeeded.append(True)
     exit_if_stdout_closed(ctx, f"wrote {str(out)!r}")
@@ -142,12 +144,15 @@ def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, va
         sample = P.text_sample(inputs, limit)
         learned = [len(t.encode("utf-8")) for t in sample]
         n = sum(learned)
-        say_note(f"training a BPE of {vocab_size} tokens on the inputs' first {n:,} "
+        say_note(f"training a BPE of {vocab_size:,} tokens on the inputs' first {n:,} "
                  f"bytes" + (" (all of them)" if n >= size else
                              f" of {size:,} (--bpe-sample-mb {bpe_sample_mb:g}"
                              + ("" if val_inputs else f", --val-fraction {val_fraction:g}")
                              + ")"))
         tok = train_bpe(sample, vocab_size)
+        if tok.size < vocab_size:
+            say_note(f"the BPE has {counted(tok.size, 'token')}, fewer than --vocab-size "
+                     f"{vocab_size:,}: the sample has no more pairs of tokens to merge")
     else:
         tok = load_tokenizer(tokenizer)
     total = sum(p.stat().st_size for p in [*inputs, *val_inputs] if p.is_file())

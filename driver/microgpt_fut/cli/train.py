@@ -10,6 +10,7 @@ import click
 from ..backend.runtime import default_backend, fastest_cpu_backend
 from ..parallel.mpi_world import World
 from ..training import choices, curves, plan
+from ..wording import counted
 from . import mpi as cli_mpi
 from .common import (backend_of, check_out, exit_if_stdout_closed, lock_out, runtime,
                      saved_step, say_note, user_errors)
@@ -87,7 +88,8 @@ def train(ctx, **o):
         say(f"starting from the weights of {str(p.init_path)!r}"
             + (f" (step {p.init.step} of its run)" if p.init.step else ""))
     biases = f", {'with' if config.bias else 'no'} biases" if hasattr(config, "bias") else ""
-    say(f"model: {config.arch}, {config.n_layer} layers, {config.n_head} heads, n_embd "
+    say(f"model: {config.arch}, {counted(config.n_layer, 'layer')}, "
+        f"{counted(config.n_head, 'head')}, n_embd "
         f"{config.n_embd}, block size {T}{biases} | vocab size {config.vocab_size} | num params: "
         f"{config.num_params():,} | backend: {backend}"
         + cli_mpi.describe(world, s.contexts) + (f" ({rt.device.name})" if rt.device else ""))
@@ -120,13 +122,14 @@ def train(ctx, **o):
                    world)
     trained = run.step - (p.resume.step if p.resume is not None else 0)
     if trained:
-        say(f"trained {trained} steps in {run.seconds:.2f} s "
+        say(f"trained {counted(trained, 'step')} in {run.seconds:.2f} s "
             f"({run.positions / max(run.seconds, 1e-9):,.0f} tok/s)")
     if run.evals:
         say(f"final: {eval_line(*run.evals[-1])}")
     elif not kind.evaluates:
         last = min(100, run.num_steps)
-        say(f"mean loss of the last {last} steps: {float(run.losses[-last:].mean()):.4f}")
+        say(f"mean loss of the last {counted(last, 'step')}: "
+            f"{float(run.losses[-last:].mean()):.4f}")
     say(f"saved {out}" + (", {}, {}".format(*curves.paths(out)) if kind.evaluates else ""))
     exit_if_stdout_closed(ctx, saved_step(run, out))
     n = kind.samples if o["samples"] is None else o["samples"]

@@ -37,7 +37,8 @@ def read_text(path: str | Path, encoding: str = "utf-8") -> str:
     if not path.exists():
         raise DataError(f"data file {str(path)!r} does not exist")
     if path.is_dir():
-        raise DataError(f"data file {str(path)!r} is a directory, not a text file")
+        raise DataError(f"data file {str(path)!r} is a directory, not a text file (a folder "
+                        "of token shards from `prepare` takes --data-format tokens)")
     try:
         raw = path.read_bytes()
     except OSError as e:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, OptionConflict
+from ..wording import counted
 from .text import TextData
 from .tokenizer import CharVocab, Tokenizer, find_tokenizer_files, load_tokenizer
 
@@ -370,8 +371,8 @@ def load_tokens(folder: str | Path, block_size: int,
     for split, stream in (("training", train), ("validation", val)):
         stream.check_below(tok.size)
         if (stream is train or len(stream)) and len(stream) < block_size + 1:
-            raise OptionConflict(f"--data {str(folder)!r}: the {split} shards hold {len(stream)} "
-                            f"tokens; --block-size {block_size} needs at least "
+            raise OptionConflict(f"--data {str(folder)!r}: the {split} shards hold "
+                            f"{counted(len(stream), 'token')}; --block-size {block_size} needs at least "
                             f"{block_size + 1}")
     sha = digest(train.identity() + val.identity())
     return TextData(tok, train, val, block_size, 0.0, str(folder), sha)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, OptionConflict
+from ..wording import counted
 from .lines import read_text
 from .tokenizer import CharVocab, Tokenizer
 
@@ -144,11 +145,11 @@ def load_text(path: str | Path, block_size: int, val_fraction: float = 0.1,
     # a character vocabulary's tokens are the characters, so its messages say characters
     unit = "characters" if isinstance(vocab, CharVocab) else "tokens"
     if len(text) < need and unit == "characters":
-        raise OptionConflict(f"data file {name!r} has {len(text)} characters; "
+        raise OptionConflict(f"data file {name!r} has {counted(len(text), 'character')}; "
                         f"--block-size {block_size} needs at least {need}")
     tokens = vocab.encode(text, f"data file {name!r}")
     if len(tokens) < need:
-        raise OptionConflict(f"data file {name!r} has {len(tokens)} tokens; "
+        raise OptionConflict(f"data file {name!r} has {counted(len(tokens), 'token')}; "
                         f"--block-size {block_size} needs at least {need}")
     n_train = int(len(tokens) * (1 - val_fraction))
     train, val = tokens[:n_train], tokens[n_train:]

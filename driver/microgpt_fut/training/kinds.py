@@ -21,6 +21,7 @@ from ..data.shards import folder_tokenizer, find_splits, load_tokens
 from ..data.text import load_text
 from ..data.tokenizer import CharVocab, Tokenizer, load_tokenizer, train_bpe
 from ..errors import DataError, OptionConflict, ResumeError
+from ..wording import counted
 from .sampling import iter_continuations, iter_names
 
 # Options every stream reads: nanoGPT's micro-batches and evaluations.
@@ -239,9 +240,10 @@ class TextKind(StreamKind):
 
     def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
         data = stream.data
-        return (f"data: {data.path} | {data.n_chars:,} characters, {data.n_tokens:,} tokens, "
+        return (f"data: {data.path} | {counted(data.n_chars, 'character')}, "
+                f"{counted(data.n_tokens, 'token')}, "
                 f"vocab size {data.vocab.size} ({self._kind_of(stream)}) | train "
-                f"{len(data.train):,} tokens, " + (f"val {len(data.val):,}" if len(data.val)
+                f"{counted(len(data.train), 'token')}, " + (f"val {len(data.val):,}" if len(data.val)
                                                   else "no validation (--val-fraction 0)"), "")
 
 
@@ -277,7 +279,7 @@ class TokensKind(StreamKind):
 
     def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
         data = stream.data
-        return (f"data: {data.path} | token shards, {data.n_tokens:,} tokens, vocab size "
+        return (f"data: {data.path} | token shards, {counted(data.n_tokens, 'token')}, vocab size "
                 f"{data.vocab.size} ({self._kind_of(stream)}) | train {len(data.train):,} "
                 "tokens, " + (f"val {len(data.val):,}" if len(data.val)
                               else "no validation shards"), "")

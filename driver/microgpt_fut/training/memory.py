@@ -115,7 +115,8 @@ def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
     ``device_memory`` for the state and activations (opencl/cuda; 0: unknown or the
     host's), or when its checkpoint would not fit on the disk holding ``out``."""
     available = host_memory.available_memory() if available is None else available
-    parts = {"--n-embd/--n-layer (the model's parameters and Adam's moments)": need.state,
+    parts = {"--n-embd/--n-layer/--mlp-width (the model's parameters and Adam's moments)":
+             need.state,
              "--batch-size or --block-size (activations of the batch)": need.activations,
              _token_options(need): need.tokens}
     culprit = max(parts, key=parts.get)
@@ -139,7 +140,7 @@ def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
         raise RunTooLarge(
             f"the checkpoint will take about {format_bytes(need.checkpoint)} and the disk "
             f"holding --out {str(out)!r} has {format_bytes(free)} free: free space, choose "
-            "another --out or lower --n-embd/--n-layer")
+            "another --out or lower --n-embd/--n-layer/--mlp-width")
 
 
 # Sampling (cli `sample`, and the samples after `train`): the model on each context and
