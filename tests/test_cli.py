@@ -226,7 +226,7 @@ def test_long_documents_warn(tmp_path):
     r = run("train", "--data", data, "--out", tmp_path / "m.safetensors", "--steps", 2,
             "--block-size", 4, "--samples", 0)
     assert r.exit_code == 0, r.output
-    assert "1 of 2 documents are longer" in r.stderr
+    assert "1 of 2 documents is longer" in r.stderr
 
 
 @pytest.mark.parametrize("args, fragment", [

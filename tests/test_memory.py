@@ -47,7 +47,7 @@ def _train(tmp_path, *args) -> tuple[subprocess.CompletedProcess, int]:
     (["--n-embd", "20000"], "lower --n-embd/--n-layer"),
     (["--block-size", "100000000"], "--block-size"),
     (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--batch-size",
-      "1000000000"], "lower --batch-size or --block-size (activations of the batch)"),
+      "1000000000"], "lower --batch-size, --block-size or --mlp-width (activations of the batch)"),
     (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--eval-iters",
       "1000000000000"], "--eval-iters"),
     (["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--n-embd", "8192",
@@ -125,6 +125,32 @@ def test_gpt2_estimate_covers_the_batchs_activations(tmp_path, backend):
     assert used <= need[96] - need[12] <= 3 * used, (used, need)
 
 
+@pytest.mark.parametrize("arch", ["microgpt", "gpt2"])
+def test_the_estimate_covers_a_wide_mlp(tmp_path, arch):
+    """A hidden layer 1000 times n_embd (--mlp-width 16000 at n_embd 16): what a batch of
+    32 rows takes beyond a batch of 4, measured on c, is within the estimate's difference,
+    and not 3x below it. (The estimate counted the default width, 4 n_embd, whatever
+    --mlp-width said: 0 MiB of activations at --mlp-width 10**11, and a wide run that
+    passed the check ran out of memory.)"""
+    need_backend("c")
+    from microgpt_fut.models.gpt2 import GPT2Config
+
+    data = ["--arch", "gpt2", "--data-format", "text", "--data", SHAKESPEARE, "--eval-iters",
+            1] if arch == "gpt2" else []
+    peaks = {}
+    for b in (4, 32):
+        (tmp_path / str(b)).mkdir()
+        r, peaks[b] = _train(tmp_path / str(b), *data, "--n-embd", 16, "--n-layer", 1,
+                             "--n-head", 2, "--block-size", 16, "--mlp-width", 16000,
+                             "--batch-size", b, "--steps", 1, "--samples", 0, "--backend", "c")
+        assert r.returncode == 0, r.stderr
+    config = (GPT2Config(65, 16, 2, 1, 16, 16000, True) if arch == "gpt2"
+              else MicrogptConfig(27, 16, 2, 1, 16, 16000))
+    need = {b: memory.training_need(config, "c", b, 1, 0).activations for b in (4, 32)}
+    used = (peaks[32] - peaks[4]) * 1024
+    assert used <= need[32] - need[4] <= 3 * used, (used, need)
+
+
 def test_checkpoint_larger_than_the_disk_and_device_memory(tmp_path):
     need = memory.MemoryNeed(state=10**6, activations=10**6, tokens=0, checkpoint=10**18)
     with pytest.raises(RunTooLarge, match="the checkpoint will take about .* and the "
@@ -132,7 +158,7 @@ def test_checkpoint_larger_than_the_disk_and_device_memory(tmp_path):
         memory.check_run(need, tmp_path / "m.safetensors")
     need = memory.MemoryNeed(state=10**9, activations=3 * 10**9, tokens=0, checkpoint=0)
     with pytest.raises(RunTooLarge, match="of device memory and the device has 1.0 GiB: "
-                                                 "lower --batch-size or --block-size"):
+                                                 "lower --batch-size, --block-size or --mlp-width"):
         memory.check_run(need, tmp_path / "m.safetensors", device_memory=2**30,
                          available=10**12)
     memory.check_run(need, tmp_path / "m.safetensors", available=10**12)  # fits: no error

@@ -243,8 +243,9 @@ def test_init_from_and_resume_name_bias_as_the_command_line_does(bpe_model, text
 
 
 def test_a_tokens_model_on_a_text_file_names_data_format_text(text, tmp_path):
-    """--init-from a model of token shards with --data FILE.txt: the one-line error says
-    that a text file trains with --data-format text."""
+    """--init-from a model of token shards with --data FILE.txt and --data-format tokens:
+    the one-line error says that a text file trains with --data-format text (without
+    --data-format, the file is read as text: test_a_folder_of_shards_trains_...)."""
     need_backend("c")
     shards = tmp_path / "chars"
     assert run("prepare", text, "--out", shards).exit_code == 0
@@ -252,8 +253,8 @@ def test_a_tokens_model_on_a_text_file_names_data_format_text(text, tmp_path):
     r = run("train", "--arch", "gpt2", "--data-format", "tokens", "--data", shards, *SIZES,
             "--steps", 1, "--samples", 0, "--out", model)
     assert r.exit_code == 0, r.output
-    r = run("train", "--init-from", model, "--data", text, "--steps", 1, "--samples", 0,
-            "--out", tmp_path / "x.safetensors")
+    r = run("train", "--init-from", model, "--data", text, "--data-format", "tokens",
+            "--steps", 1, "--samples", 0, "--out", tmp_path / "x.safetensors")
     assert_one_line_error(r, f"--data {str(text)!r}", "not a folder of token shards",
                           "--data-format text")
 
@@ -305,10 +306,13 @@ def test_a_folder_of_shards_trains_without_data_format(text, tmp_path):
     assert r.exit_code == 0, r.output
     assert ckpt.load(tmp_path / "i.safetensors").data_format == "tokens"
     for fmt in ("lines", "text"):
-        r = run("train", "--data-format", fmt, "--data", shards, "--steps", 1,
-                "--out", tmp_path / "x.safetensors")
-        assert_one_line_error(r, f"data file {str(shards)!r} is a directory",
-                              "--data-format tokens")
+        for source in ([], ["--init-from", tmp_path / "gpt20.safetensors"]):
+            r = run("train", "--data-format", fmt, "--data", shards, *source, "--steps", 1,
+                    "--out", tmp_path / "x.safetensors")
+            assert_one_line_error(r, f"--data {str(shards)!r} is a folder",
+                                  f"--data-format {fmt} reads a text file",
+                                  "give --data-format tokens")
+            assert r.exit_code == 2
     model = tmp_path / "text.safetensors"
     r = run("train", "--arch", "gpt2", "--data", text, *SIZES, "--steps", 1, "--samples", 0,
             "--out", model)
@@ -316,3 +320,16 @@ def test_a_folder_of_shards_trains_without_data_format(text, tmp_path):
     r = run("train", "--resume", model, "--data", shards, "--steps", 1)
     assert_one_line_error(r, f"--data {str(shards)!r} is a folder", "a gpt2 model of text",
                           "give its data file with --data")
+    # the other way round: a model of tokens resumed on a file, or started from on one
+    r = run("train", "--resume", tmp_path / "gpt20.safetensors", "--data", text, "--steps", 2)
+    assert_one_line_error(r, f"--data {str(text)!r} is a file", "a gpt2 model of tokens",
+                          "give its folder with --data")
+    assert r.exit_code == 2
+    r = run("train", "--init-from", tmp_path / "gpt20.safetensors", "--data", text, "--steps", 1,
+            "--eval-iters", 2, "--samples", 0, "--out", tmp_path / "t.safetensors")
+    assert r.exit_code == 0, r.output
+    assert ckpt.load(tmp_path / "t.safetensors").data_format == "text"
+    for source in ([], ["--resume", tmp_path / "gpt20.safetensors"]):
+        r = run("train", "--data-format", "tokens", "--data", tmp_path / "nowhere", *source,
+                "--steps", 2, "--out", tmp_path / "y.safetensors")
+        assert_one_line_error(r, f"--data {str(tmp_path / 'nowhere')!r} does not exist")

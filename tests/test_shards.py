@@ -344,6 +344,27 @@ def test_llmc_shard_names_are_matched_exactly(tmp_path):
     assert_one_line_error(r, "2 names")
 
 
+def test_a_split_in_two_forms_or_beside_nanogpts_files_is_refused(tmp_path):
+    """A split held both as {name}_train.bin and as numbered shards (read as one stream,
+    the tokens counted twice), or shards beside nanoGPT's train.bin (which were ignored),
+    is refused in one line naming the files: which set to train on would be a guess."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "s_train_000000.bin").write_bytes(_llmc_bytes([4, 5, 6, 7]))
+    (d / "s_val_000000.bin").write_bytes(_llmc_bytes([1, 2, 3]))
+    assert [p.name for p in shards.find_splits(d)[0]] == ["s_train_000000.bin"]
+    (d / "s_train.bin").write_bytes(_llmc_bytes([4, 5, 6, 7]))
+    with pytest.raises(DataError, match="holds s_train.bin beside 1 numbered shard of the "
+                                        "same split: keep one form"):
+        shards.find_splits(d)
+    (d / "s_train.bin").unlink()
+    (d / "train.bin").write_bytes(_llmc_bytes([4, 5, 6, 7]))
+    with pytest.raises(DataError, match="holds s's shards and nanoGPT's train.bin"):
+        shards.find_splits(d)
+    r = run("train", "--data", d, "--steps", 1)
+    assert_one_line_error(r, f"--data {str(d)!r} holds s's shards and nanoGPT's train.bin")
+
+
 def _whole_encoding(folder, files):
     """`tokenizers` on each whole file (the file tokenizer.json in folder), each after
     <|endoftext|>: what the shards must hold."""

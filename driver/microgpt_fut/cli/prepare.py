@@ -144,8 +144,8 @@ def _prepare(inputs, out, tokenizer, vocab_size, bpe_sample_mb, shard_tokens, va
         sample = P.text_sample(inputs, limit)
         learned = [len(t.encode("utf-8")) for t in sample]
         n = sum(learned)
-        say_note(f"training a BPE of {vocab_size:,} tokens on the inputs' first {n:,} "
-                 f"bytes" + (" (all of them)" if n >= size else
+        say_note(f"training a BPE of {vocab_size:,} tokens on the inputs' first "
+                 f"{counted(n, 'byte')}" + (" (all of them)" if n >= size else
                              f" of {size:,} (--bpe-sample-mb {bpe_sample_mb:g}"
                              + ("" if val_inputs else f", --val-fraction {val_fraction:g}")
                              + ")"))

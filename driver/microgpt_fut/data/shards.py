@@ -230,11 +230,14 @@ def find_splits(folder: str | Path) -> tuple[list[Path], list[Path], str]:
     ``{name}_val_{k:06d}.bin`` (as its scripts and ``prepare`` write them), else
     nanoGPT's ``train.bin``/``val.bin`` (raw, or with llm.c's header).
 
-    Raises DataError (one line naming the folder) when there are none, when the shards
-    carry more than one name (which set to train on would be a guess), or when a
+    Raises DataError (one line naming the folder) when it does not exist or holds none,
+    when the shards carry more than one name, a split both forms of llm.c's names, or
+    nanoGPT's files beside them (which set to train on would be a guess), or when a
     name has validation shards but no training shards.
     """
     folder = Path(folder)
+    if not folder.exists():
+        raise DataError(f"--data {str(folder)!r} does not exist")
     if not folder.is_dir():
         raise DataError(f"--data {str(folder)!r} is not a folder of token shards "
                         "(--data-format tokens; make one with `microgpt-fut prepare`, or "
@@ -245,13 +248,23 @@ def find_splits(folder: str | Path) -> tuple[list[Path], list[Path], str]:
         raise DataError(f"--data {str(folder)!r} holds shards of {len(names)} names "
                         f"({', '.join(map(repr, names[:3]))}{', ...' if len(names) > 3 else ''})"
                         ": keep one set per folder (move the others away)")
+    t, v = folder / "train.bin", folder / "val.bin"
     if sets:
         (name, split), = sets.items()
         if not split["train"]:
             raise DataError(f"--data {str(folder)!r}: the shards {name}_val_*.bin have no "
                             f"{name}_train_*.bin beside them")
+        for files in split.values():
+            whole = [p for p in files if not SHARD_NAME.fullmatch(p.name)["index"]]
+            if whole and len(files) > 1:  # both of llm.c's forms: the same tokens twice?
+                raise DataError(f"--data {str(folder)!r} holds {whole[0].name} beside "
+                                f"{counted(len(files) - 1, 'numbered shard')} of the same "
+                                "split: keep one form (move the other away)")
+        if t.is_file() or v.is_file():
+            raise DataError(f"--data {str(folder)!r} holds {name}'s shards and nanoGPT's "
+                            f"{'train.bin' if t.is_file() else 'val.bin'}: keep one set per "
+                            "folder (move the other away)")
         return split["train"], split["val"], "llm.c"
-    t, v = folder / "train.bin", folder / "val.bin"
     if t.is_file():
         fmt = "llm.c" if is_llmc(t) else "nanogpt"
         return [t], [v] if v.is_file() else [], fmt

@@ -118,8 +118,10 @@ class LinesKind(Kind):
     def describe(self, data: Lines, block_size: int) -> tuple[str, str]:
         """(the line that says what the data is, a warning for stderr or "")."""
         n_long = sum(len(d) > block_size - 1 for d in data.docs)
-        warn = (f"warning: {n_long} of {len(data.docs)} documents are longer than block size "
-                f"- 1 = {block_size - 1} characters and are cut" if n_long else "")
+        warn = (f"warning: {n_long:,} of {counted(len(data.docs), 'document')} "
+                f"{'is' if n_long == 1 else 'are'} longer than block size "
+                f"- 1 = {block_size - 1} characters and {'is' if n_long == 1 else 'are'} cut"
+                if n_long else "")
         return f"data: {data.info.description}", warn
 
     def model_tokenizer(self, ck: Checkpoint) -> Vocab:
@@ -243,8 +245,9 @@ class TextKind(StreamKind):
         return (f"data: {data.path} | {counted(data.n_chars, 'character')}, "
                 f"{counted(data.n_tokens, 'token')}, "
                 f"vocab size {data.vocab.size} ({self._kind_of(stream)}) | train "
-                f"{counted(len(data.train), 'token')}, " + (f"val {len(data.val):,}" if len(data.val)
-                                                  else "no validation (--val-fraction 0)"), "")
+                f"{counted(len(data.train), 'token')}, "
+                + (f"val {len(data.val):,}" if len(data.val)
+                   else "no validation (--val-fraction 0)"), "")
 
 
 class TokensKind(StreamKind):
@@ -274,15 +277,17 @@ class TokensKind(StreamKind):
                                        theirs.to_json() != tok.to_json()):
                 raise OptionConflict(
                     f"--data {str(plan.data)!r} holds shards made by another tokenizer "
-                    f"(vocab size {theirs.size}) than {_tokenizer_fix(plan, tok)}")
+                    f"(vocab size {theirs.size}"
+                    + (", the same size with other tokens" if theirs.size == tok.size else "")
+                    + f") than {_tokenizer_fix(plan, tok)}")
         return load_tokens(plan.data, plan.block_size, tok)
 
     def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
         data = stream.data
-        return (f"data: {data.path} | token shards, {counted(data.n_tokens, 'token')}, vocab size "
-                f"{data.vocab.size} ({self._kind_of(stream)}) | train {len(data.train):,} "
-                "tokens, " + (f"val {len(data.val):,}" if len(data.val)
-                              else "no validation shards"), "")
+        return (f"data: {data.path} | token shards, {counted(data.n_tokens, 'token')}, "
+                f"vocab size {data.vocab.size} ({self._kind_of(stream)}) | train "
+                f"{counted(len(data.train), 'token')}, "
+                + (f"val {len(data.val):,}" if len(data.val) else "no validation shards"), "")
 
     def data_tokens(self, data: Stream, block_size: int) -> int:
         return 0  # memory-mapped

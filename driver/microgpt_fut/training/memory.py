@@ -49,6 +49,13 @@ ACT_PER_LAYER_GPT2 = {"c": 40, "multicore": 52}
 # 128: 23 MB a document of 32 positions, with the layers' count hardly mattering; the
 # flattened version Futhark picks at that size keeps [C][C] products per position)
 GPU_PER_POSITION_C2 = 11
+# ACT_PER_LAYER's counts hold the MLP's hidden layer at its default width, 4 n_embd; a
+# wider one adds, per position and float of width past that, one saved hidden layer a
+# layer and these, held while a layer's backward runs (the activation's input, output
+# and gradients; GPT-2's more: GELU's, the biases'). Measured on c at --mlp-width 16000,
+# n_embd 16, 1 layer, block 16 (batch 32 less batch 4): 6.05 and 9.9 width-floats a
+# position in all, against 7 and 11 here.
+MLP_TRANSIENT = {"microgpt": 6, "gpt2": 10}
 FLOAT, INT = 4, 8
 
 
@@ -88,7 +95,8 @@ def training_need(config: GPTConfigBase, backend: str, batch_size: int, steps_pe
     per_layer = ACT_PER_LAYER.get(backend, 150)
     if config.arch == "gpt2":
         per_layer = ACT_PER_LAYER_GPT2.get(backend, per_layer)
-    per_position = L * (per_layer * C + config.n_head * T) + 2 * V
+    per_position = (L * (per_layer * C + config.n_head * T) + 2 * V
+                    + (L + MLP_TRANSIENT[config.arch]) * max(0, config.mlp_width - 4 * C))
     if backend not in ("c", "multicore"):
         per_position += GPU_PER_POSITION_C2 * C * C
     # every backend holds the whole batch's (c and multicore: the backward by hand)
@@ -117,7 +125,8 @@ def check_run(need: MemoryNeed, out: Path, device_memory: int = 0,
     available = host_memory.available_memory() if available is None else available
     parts = {"--n-embd/--n-layer/--mlp-width (the model's parameters and Adam's moments)":
              need.state,
-             "--batch-size or --block-size (activations of the batch)": need.activations,
+             "--batch-size, --block-size or --mlp-width (activations of the batch)":
+             need.activations,
              _token_options(need): need.tokens}
     culprit = max(parts, key=parts.get)
     if available is not None and need.total > available:

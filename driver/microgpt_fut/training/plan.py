@@ -174,13 +174,18 @@ def _source(o: dict) -> tuple[str, Path] | None:
 def family_and_kind(o: dict, given: dict) -> tuple[Family, Kind]:
     """The family and kind of a train command: the ones given; else those of the model
     --resume or --init-from names (a Hugging Face folder: gpt2 on text); else microgpt,
-    and lines (text with --arch gpt2). Where no --data-format is given and --data is a
-    folder (`prepare`'s token shards), a fresh or --init-from run reads tokens. Raises
-    OptionConflict when a given one conflicts with the model's (an --init-from model may
-    train on another data format: _init checks that its tokenizer can; a resumed run
-    keeps its own)."""
+    and lines (text with --arch gpt2). Where no --data-format is given, --data decides
+    for a fresh or --init-from run: a folder (`prepare`'s token shards) is read as tokens,
+    and a file given to a model of tokens as text. Raises OptionConflict when a given one
+    conflicts with the model's or with --data (an --init-from model may train on another
+    data format: _init checks that its tokenizer can; a resumed run keeps its own)."""
     arch, fmt, source = o["arch"], o["data_format"], _source(o)
-    folder = o["data"] is not None and Path(o["data"]).is_dir()
+    data = None if o["data"] is None else Path(o["data"])
+    folder = data is not None and data.is_dir()
+    if folder and fmt in ("lines", "text"):
+        raise OptionConflict(f"--data {str(data)!r} is a folder, and --data-format {fmt} reads "
+                             "a text file: give --data-format tokens for its token shards (or "
+                             "leave --data-format out)")
     if fmt is None and folder and (source is None or source[0] == "--init-from"):
         fmt = "tokens"
     if source is None:
@@ -196,10 +201,15 @@ def family_and_kind(o: dict, given: dict) -> tuple[Family, Kind]:
     if "arch" in given and arch != their_arch:
         raise OptionConflict(f"--arch {arch} conflicts with {option} {str(path)!r}, {what}: "
                              f"leave --arch out (or give --arch {their_arch})")
-    if option == "--resume" and folder and their_fmt != "tokens":
-        raise OptionConflict(f"--data {str(o['data'])!r} is a folder, and --resume "
-                             f"{str(path)!r} continues {what}: give its data file with --data "
-                             "(or leave --data out: the run's own)")
+    if option == "--resume" and data is not None and data.exists() and folder != (
+            their_fmt == "tokens"):
+        raise OptionConflict(f"--data {str(data)!r} is a {'folder' if folder else 'file'}, "
+                             f"and --resume {str(path)!r} continues {what}: give its "
+                             f"{'folder' if their_fmt == 'tokens' else 'data file'} with "
+                             "--data (or leave --data out: the run's own)")
+    if option == "--init-from" and fmt is None and their_fmt == "tokens" and data is not None \
+            and data.is_file():
+        fmt = "text"
     if fmt is not None and fmt != their_fmt and option == "--resume":
         raise OptionConflict(f"--data-format {fmt} conflicts with {option} {str(path)!r}, "
                              f"{what}: leave --data-format out (or give --data-format "
