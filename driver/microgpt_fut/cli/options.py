@@ -78,7 +78,8 @@ _SEED = dict(type=IntFrom(0, INT64_MAX), default=RUN["seed"], show_default=True)
 OPTIONS: dict[str, Option] = dict([
     ("data", Option(("--data",), "lines: a text file, one document per line (default: "
                     "built-in US first names); text: a text file; tokens: a folder of token "
-                    "shards (`prepare`; a folder is read as tokens by default).", dict(type=click.Path(path_type=Path), default=None))),
+                    "shards (`prepare`; a folder is read as tokens by default).",
+                    dict(type=click.Path(path_type=Path), default=None))),
     ("encoding", Option(("--encoding",), where("encoding", "text encoding of --data.  "
                         f"[default: {plan.DATA_DEFAULTS['encoding']}]"), dict(default=None))),
     ("backend", Option(("--backend",), {
@@ -124,9 +125,10 @@ OPTIONS: dict[str, Option] = dict([
     ("data_format", Option(("--data-format",), "lines: one document per line with BOS "
                            "(names); text: the whole file as one token stream; tokens: a "
                            "folder of token shards (`prepare`). Any --arch trains on any of "
-                           "them.  [default: tokens where --data is a folder; else lines (text with "
-                           "--arch gpt2); with --resume, the run's; with --init-from, the "
-                           "model's (text where a model of tokens is given a file)]",
+                           "them.  [default: tokens where --data is a folder; else lines "
+                           "(text with --arch gpt2); with --resume, the run's; with "
+                           "--init-from, the model's (text where a model of tokens is given "
+                           "a file)]",
                            dict(type=click.Choice(list(KINDS)), default=None))),
     ("bias", Option(("--bias/--no-bias",), where("bias", "biases in the linear layers and "
                     "LayerNorms (nanoGPT's bias).  [default: "
