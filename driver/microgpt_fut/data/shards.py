@@ -268,7 +268,7 @@ def find_splits(folder: str | Path) -> tuple[list[Path], list[Path], str]:
     if t.is_file():
         fmt = "llm.c" if is_llmc(t) else "nanogpt"
         return [t], [v] if v.is_file() else [], fmt
-    raise DataError(f"--data {str(folder)!r} holds no token shards ({{name}}_train_000000.bin,"
+    raise DataError(f"--data {str(folder)!r} holds no token shards (NAME_train_000000.bin,"
                     " or train.bin): make them with `microgpt-fut prepare`")
 
 
