@@ -337,7 +337,12 @@ def test_microgpt_job_end_to_end():
     (["--encoding", "nosuch"], ["unknown encoding 'nosuch'", "--encoding"]),
     (["--out", "{tmp}"], ["--out", "is a directory"]),
     (["--out", ""], ["--out", "is empty"]),
-], ids=["device-on-c", "encoding", "out-directory", "out-empty"])
+    # Path("") is ".": these ran on the current folder (an unset shell variable)
+    (["--data", ""], ["--data", "is empty"]),
+    (["--resume", ""], ["--resume", "is empty"]),
+    (["--init-from", ""], ["--init-from", "is empty"]),
+], ids=["device-on-c", "encoding", "out-directory", "out-empty", "data-empty", "resume-empty",
+        "init-from-empty"])
 def test_usage_errors_exit_2(tmp_path, args, fragments):
     """Options that cannot be used as given are usage errors: one line, status 2."""
     need_backend("c")
@@ -347,6 +352,22 @@ def test_usage_errors_exit_2(tmp_path, args, fragments):
     msg = assert_one_line_error(r, *fragments)
     assert r.exit_code == 2, msg
     assert "'.'" not in msg
+
+
+def test_an_empty_path_is_refused_by_every_command(tmp_path):
+    """An empty path, on the command line or in a --config file, is a usage error naming
+    the option (it was read as '.', the current folder: `--data ""` trained on the
+    shards there)."""
+    toml = tmp_path / "run.toml"
+    toml.write_text('data = ""\nsteps = 1\n')
+    for args, option in ((["sample", "--checkpoint", ""], "--checkpoint"),
+                         (["eval", "--checkpoint", "", "--choices", toml], "--checkpoint"),
+                         (["eval", "--choices", ""], "--choices"),
+                         (["export-hf", "", tmp_path / "hf"], "CHECKPOINT"),
+                         (["train", "--config", toml], "data = \"\": is empty")):
+        r = run(*args)
+        msg = assert_one_line_error(r, option, "is empty")
+        assert r.exit_code == 2, msg
 
 
 def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):

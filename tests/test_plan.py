@@ -257,6 +257,7 @@ def test_a_tokens_model_on_a_text_file_names_data_format_text(text, tmp_path):
             "--steps", 1, "--samples", 0, "--out", tmp_path / "x.safetensors")
     assert_one_line_error(r, f"--data {str(text)!r}", "not a folder of token shards",
                           "--data-format text")
+    assert r.exit_code == 2  # a usage error, as a folder with --data-format text is
 
 
 @pytest.mark.parametrize("source", ["--resume", "--init-from"])
@@ -301,6 +302,12 @@ def test_a_folder_of_shards_trains_without_data_format(text, tmp_path):
             outs.append(ckpt.load(out))
         assert outs[0].data_format == outs[1].data_format == "tokens"
         assert np.array_equal(outs[0].losses, outs[1].losses)
+    names = tmp_path / "names.safetensors"  # a names model: its hint is --data-format lines
+    assert run("train", "--steps", 1, "--samples", 0, "--out", names).exit_code == 0
+    r = run("train", "--init-from", names, "--data", shards, "--steps", 1,
+            "--out", tmp_path / "n2.safetensors")
+    assert_one_line_error(r, "another tokenizer", "train on its names file with --data-format "
+                          "lines")
     r = run("train", "--init-from", tmp_path / "gpt20.safetensors", "--data", shards,
             "--steps", 1, "--eval-iters", 2, "--samples", 0, "--out", tmp_path / "i.safetensors")
     assert r.exit_code == 0, r.output

@@ -74,7 +74,7 @@ def test_ctrl_c_keeps_the_samples_printed_and_counts_them(names_ckpt):
     err = p.stderr.read()
     assert p.wait(timeout=60) == 130, err
     lines = [ln.rstrip("\n") for ln in first] + rest.splitlines()
-    assert err.strip().splitlines() == [f"interrupted: printed {len(lines)} of {N:,} samples"]
+    assert err.strip().splitlines() == [f"interrupted: printed {len(lines):,} of {N:,} samples"]
     assert 5 <= len(lines) < N
     # the kept samples are the run's first ones: the same as a run asking for that many
     again = subprocess.run(_cli("sample", "--checkpoint", names_ckpt, "-n", len(lines),

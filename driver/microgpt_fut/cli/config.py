@@ -76,7 +76,8 @@ def config_value(ctx, param: click.Parameter, key: str, value, path: Path):
     if not ok:
         kind = next((n for cls, n in _TOML_TYPES if isinstance(value, cls)), "a date or time")
         raise click.BadParameter(f"{where} is {kind}; {opt} takes {expected}")
-    if isinstance(t, click.Path) or (param.name == "tokenizer" and value not in ("char", "bpe")):
+    if (isinstance(t, click.Path) or (param.name == "tokenizer" and value not in ("char", "bpe"))
+            ) and value != "":  # "" stays empty: the option's type refuses it
         value = str(path.parent / value)
     try:
         value = param.type_cast_value(ctx, value)

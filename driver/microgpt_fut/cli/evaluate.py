@@ -11,12 +11,13 @@ from .common import (backend_of, bad_option, exit_if_stdout_closed, runtime, say
                      say_note, user_errors)
 from .group import main
 from .options import option
+from .values import GivenPath
 
 @main.command("eval")
-@click.option("--checkpoint", type=click.Path(path_type=Path),
+@click.option("--checkpoint", type=GivenPath(),
               default=Path("model.safetensors"), show_default=True,
               help="A text checkpoint, or a Hugging Face GPT-2 folder.")
-@click.option("--choices", "choices_file", required=True, type=click.Path(path_type=Path),
+@click.option("--choices", "choices_file", required=True, type=GivenPath(),
               help="Questions in HellaSwag's jsonl (ctx, endings, label), e.g. "
                    "hellaswag_val.jsonl.")
 @option("backend")

@@ -9,10 +9,11 @@ from ..training import checkpoint as ckpt
 from ..training import hf
 from .common import say_note, user_errors
 from .group import main
+from .values import GivenPath
 
 @main.command("export-hf")
-@click.argument("checkpoint", type=click.Path(path_type=Path))
-@click.argument("folder", type=click.Path(path_type=Path))
+@click.argument("checkpoint", type=GivenPath())
+@click.argument("folder", type=GivenPath())
 @click.option("--overwrite", is_flag=True,
               help="Write into a FOLDER that is not empty: the files an export writes are "
                    "replaced, every other file and folder stays.")

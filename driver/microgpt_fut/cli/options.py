@@ -23,8 +23,8 @@ from ..training.kinds import KINDS
 from ..training.settings import DEFAULTS as RUN
 from .common import bad_option
 from .config import load_config
-from .values import (F32, INT, INT64_MAX, IntFrom, check_lr, check_positive, check_temperature,
-                    path_not_empty)
+from .values import (F32, INT, INT64_MAX, GivenPath, IntFrom, check_lr, check_positive,
+                     check_temperature, path_not_empty)
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ OPTIONS: dict[str, Option] = dict([
     ("data", Option(("--data",), "lines: a text file, one document per line (default: "
                     "built-in US first names); text: a text file; tokens: a folder of token "
                     "shards (`prepare`; a folder is read as tokens by default).",
-                    dict(type=click.Path(path_type=Path), default=None))),
+                    dict(type=GivenPath(), default=None))),
     ("encoding", Option(("--encoding",), where("encoding", "text encoding of --data.  "
                         f"[default: {plan.DATA_DEFAULTS['encoding']}]"), dict(default=None))),
     ("backend", Option(("--backend",), {
@@ -166,13 +166,13 @@ OPTIONS: dict[str, Option] = dict([
                             "multiple-choice questions (HellaSwag's jsonl, as `eval --choices`) "
                             "at each evaluation: acc and acc_norm in its line, the CSV and the "
                             "plot.  [default with --resume: the run's]"),
-                            dict(type=click.Path(path_type=Path), default=None,
+                            dict(type=GivenPath(), default=None,
                                  metavar="FILE"))),
     ("config", Option(("--config",), "TOML file of option values under the option names, - or "
                       "_ alike (e.g. weight_decay = 0.1, lr = 1e-3, steps = 5000), each of its "
                       "option's type (an integer for --steps, a string for a path), paths "
                       "relative to the file; the command line wins.",
-                      dict(type=click.Path(path_type=Path), default=None, is_eager=True,
+                      dict(type=GivenPath(), default=None, is_eager=True,
                            expose_value=False, callback=load_config))),
     ("threads", Option(("--threads",), {
         "train": "c backend: split each step's rows over N CPU threads, one kernel context "
@@ -189,12 +189,12 @@ OPTIONS: dict[str, Option] = dict([
     ("save_every", Option(("--save-every",), "Also save the checkpoint to --out every N steps "
                           "(atomically: a crash leaves the previous one).", _count(None))),
     ("resume", Option(("--resume",), "Continue the run saved in checkpoint FILE (see below).",
-                      dict(type=click.Path(path_type=Path), default=None, metavar="FILE"))),
+                      dict(type=GivenPath(), default=None, metavar="FILE"))),
     ("init_from", Option(("--init-from",), "Start a new run from the weights of MODEL, a "
                          "checkpoint or a Hugging Face GPT-2 folder (its sizes and tokenizer; a "
                          "smaller --block-size crops its positions; fresh optimiser state, this "
                          "run's own steps, lr and data): to train more or fine-tune on other "
-                         "data.", dict(type=click.Path(path_type=Path), default=None,
+                         "data.", dict(type=GivenPath(), default=None,
                                        metavar="MODEL"))),
     ("samples", Option(("--samples",), "Samples to print after training."
                        + _sample_defaults("samples"),
@@ -208,7 +208,7 @@ OPTIONS: dict[str, Option] = dict([
     ("quiet", Option(("--quiet", "-q"), "Print only the samples.", dict(is_flag=True))),
     ("checkpoint", Option(("--checkpoint",), "Checkpoint to load, or a Hugging Face GPT-2 "
                           "folder (config.json, model.safetensors, tokenizer files).",
-                          dict(type=click.Path(path_type=Path),
+                          dict(type=GivenPath(),
                                default=Path("model.safetensors"), show_default=True))),
     ("prompt", Option(("--prompt",), "Text models: the text to continue; give it several "
                       "times for several prompts, continued together (-n samples of each).  "

@@ -107,7 +107,7 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
                             "(nothing written)") from None
         say_note(f"wrote {out}: {counted(done.train_tokens, 'train token')} in "
                  f"{counted(len(done.train), 'shard')}, {counted(done.val_tokens, 'val token')} "
-                 f"in {len(done.val)}, tokenizer.json "
+                 f"in {counted(len(done.val), 'shard')}, tokenizer.json "
                  f"(vocab_size {tok.size})")
         succeeded.append(True)
     exit_if_stdout_closed(ctx, f"wrote {str(out)!r}")

@@ -63,7 +63,7 @@ def print_samples(chunks: Iterable[list], n: int, kind: str, plain: bool = False
     try:
         with stop_on_signals() as stop:
             of_n = f"of {counted(n, 'sample')}"
-            stop.on_second = lambda: f"interrupted twice: printed {printed} {of_n}"
+            stop.on_second = lambda: f"interrupted twice: printed {printed:,} {of_n}"
             for part in chunks:
                 if printed == 0 and kind == "names" and header and not plain and part:
                     click.echo(NAMES_HEADER, err=True)  # a banner: stdout holds the samples
@@ -82,7 +82,7 @@ def print_samples(chunks: Iterable[list], n: int, kind: str, plain: bool = False
                         sys.stdout.flush()
                     how = "interrupted" if stop.name == "SIGINT" else f"stopped by {stop.name}"
                     cut = " and the start of the next" if inside else ""
-                    click.echo(f"{how}: printed {printed} {of_n}{cut}", err=True)
+                    click.echo(f"{how}: printed {printed:,} {of_n}{cut}", err=True)
                     raise click.exceptions.Exit(128 + stop.signum)
     except BrokenPipeError:
         # the reader went away: nothing more to say (Python would print a traceback

@@ -298,7 +298,7 @@ def _tokenizer_fix(plan, tok: Tokenizer) -> str:
     (--init-from or --tokenizer), its vocab size, and how to make shards of it: prepare
     --tokenizer of a folder or file as it is, of a .safetensors model after export-hf
     wrote its folder (a GPT-2's; a microgpt model has none); a character model may train on
-    the text with --data-format text."""
+    the text with --data-format text, a names model on names with --data-format lines."""
     if plan.init is None:
         source = path = str(plan.tokenizer_choice)
         where = f"--tokenizer {source!r}"
@@ -307,12 +307,16 @@ def _tokenizer_fix(plan, tok: Tokenizer) -> str:
         where = f"the model of --init-from {source!r}"
         path = source if Path(source).is_dir() else "DIR"
     fix = f"`microgpt-fut prepare TEXT --tokenizer {shlex.quote(path)}`"
+    # a character model trains on text itself; a names model (BOS, no newline) on names
+    itself = ("its names file with --data-format lines"
+              if plan.init is not None and plan.init.data_format == "lines"
+              else "the text itself with --data-format text")
     if path == "DIR" and plan.init.arch != "gpt2":  # export-hf writes GPT-2 models only
-        return f"{where} (vocab size {tok.size}): train on the text itself with --data-format text"
+        return f"{where} (vocab size {tok.size}): train on {itself}"
     if path == "DIR":
         fix = f"`microgpt-fut export-hf {shlex.quote(source)} DIR`, then " + fix
     if isinstance(tok, CharVocab):
-        fix += ", or train on the text itself with --data-format text"
+        fix += f", or train on {itself}"
     return f"{where} (vocab size {tok.size}): make shards of it with {fix}"
 
 

@@ -186,6 +186,11 @@ def family_and_kind(o: dict, given: dict) -> tuple[Family, Kind]:
         raise OptionConflict(f"--data {str(data)!r} is a folder, and --data-format {fmt} reads "
                              "a text file: give --data-format tokens for its token shards (or "
                              "leave --data-format out)")
+    if fmt == "tokens" and data is not None and data.is_file():
+        raise OptionConflict(f"--data {str(data)!r} is a file, not a folder of token shards "
+                             "(--data-format tokens): give --data-format text for a text file "
+                             "(or leave --data-format out), or make shards of it with "
+                             "`microgpt-fut prepare`")
     if fmt is None and folder and (source is None or source[0] == "--init-from"):
         fmt = "tokens"
     if source is None:
