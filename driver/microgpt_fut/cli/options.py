@@ -24,7 +24,7 @@ from ..training.settings import DEFAULTS as RUN
 from .common import bad_option
 from .config import load_config
 from .values import (F32, INT, INT64_MAX, GivenPath, IntFrom, check_lr, check_positive,
-                     check_temperature, path_not_empty)
+                     check_temperature)
 
 
 @dataclass(frozen=True)
@@ -182,8 +182,7 @@ OPTIONS: dict[str, Option] = dict([
         "sample": "c backend: split the samples over N CPU threads (the samples are the "
                   "same)."}, _count(RUN["threads"]))),
     ("out", Option(("--out",), "Checkpoint file to write (with --resume: FILE).",
-                   dict(type=click.Path(), default="model.safetensors", show_default=True,
-                        callback=path_not_empty))),
+                   dict(type=GivenPath(), default="model.safetensors", show_default=True))),
     ("overwrite", Option(("--overwrite",), "Replace a checkpoint of another run that --out "
                          "holds (refused otherwise).", dict(is_flag=True))),
     ("save_every", Option(("--save-every",), "Also save the checkpoint to --out every N steps "

@@ -91,20 +91,15 @@ def check_positive(ctx, param, value):
 
 
 class GivenPath(click.Path):
-    """click.Path as a pathlib.Path that refuses "": Path("") is ".", so an empty value
-    (an unset shell variable, `--data ""`) named the current folder and ran on it."""
+    """click.Path as a pathlib.Path that refuses "", for every path option (--out,
+    --data, --resume, --init-from, --checkpoint ...): Path("") is ".", so an empty value
+    (an unset shell variable) named the current folder, and `--data ""` trained on the
+    shards there."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value == "":
             self.fail("is empty; give a path", param, ctx)
         return Path(super().convert(value, param, ctx))
-
-
-def path_not_empty(ctx, param, value):
-    """A path option's value as a Path; "" (which Path reads as '.') is a usage error."""
-    if value is not None and str(value) == "":
-        raise click.BadParameter("is empty; give a file name")
-    return None if value is None else Path(value)
 
 
 
