@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` and the noun, singular for exactly 1, else ``plural`` (default: noun + "s").
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, singular for exactly 1, else with an "s".
 
     n: a count (an int, or a NumPy integer); written with ``,`` between thousands.
     Raises nothing for any int.
     """
-    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+    return f"{n:,} {noun if n == 1 else noun + 's'}"

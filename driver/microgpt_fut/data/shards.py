@@ -254,10 +254,10 @@ def find_splits(folder: str | Path) -> tuple[list[Path], list[Path], str]:
         if not split["train"]:
             raise DataError(f"--data {str(folder)!r}: the shards {name}_val_*.bin have no "
                             f"{name}_train_*.bin beside them")
-        for files in split.values():
-            whole = [p for p in files if not SHARD_NAME.fullmatch(p.name)["index"]]
-            if whole and len(files) > 1:  # both of llm.c's forms: the same tokens twice?
-                raise DataError(f"--data {str(folder)!r} holds {whole[0].name} beside "
+        for which, files in split.items():
+            whole = folder / f"{name}_{which}.bin"  # the unnumbered form, beside numbered ones:
+            if whole in files and len(files) > 1:  # the same tokens twice?
+                raise DataError(f"--data {str(folder)!r} holds {whole.name} beside "
                                 f"{counted(len(files) - 1, 'numbered shard')} of the same "
                                 "split: keep one form (move the other away)")
         if t.is_file() or v.is_file():
@@ -385,7 +385,7 @@ def load_tokens(folder: str | Path, block_size: int,
         stream.check_below(tok.size)
         if (stream is train or len(stream)) and len(stream) < block_size + 1:
             raise OptionConflict(f"--data {str(folder)!r}: the {split} shards hold "
-                            f"{counted(len(stream), 'token')}; --block-size {block_size} needs at least "
-                            f"{block_size + 1}")
+                                 f"{counted(len(stream), 'token')}; --block-size {block_size} "
+                                 f"needs at least {block_size + 1}")
     sha = digest(train.identity() + val.identity())
     return TextData(tok, train, val, block_size, 0.0, str(folder), sha)

@@ -118,9 +118,9 @@ class LinesKind(Kind):
     def describe(self, data: Lines, block_size: int) -> tuple[str, str]:
         """(the line that says what the data is, a warning for stderr or "")."""
         n_long = sum(len(d) > block_size - 1 for d in data.docs)
-        warn = (f"warning: {n_long:,} of {counted(len(data.docs), 'document')} "
-                f"{'is' if n_long == 1 else 'are'} longer than block size "
-                f"- 1 = {block_size - 1} characters and {'is' if n_long == 1 else 'are'} cut"
+        are = "is" if n_long == 1 else "are"
+        warn = (f"warning: {n_long:,} of {counted(len(data.docs), 'document')} {are} longer "
+                f"than block size - 1 = {block_size - 1} characters and {are} cut"
                 if n_long else "")
         return f"data: {data.info.description}", warn
 
