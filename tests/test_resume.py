@@ -183,7 +183,34 @@ def test_resume_with_explicit_out_keeps_the_checkpoint(tmp_path, monkeypatch):
     assert part.read_bytes() == before
     assert ckpt.load(done).step == 20
     r = run("train", "--resume", done, "--samples", 0)
-    assert r.exit_code == 0 and "the run is complete, nothing to train" in r.stderr
+    assert r.exit_code == 0 and "the run is complete at step 20 of 20" in r.stderr
+
+
+def test_resuming_a_complete_run_writes_nothing(saved, tmp_path):
+    """`train --resume` of a run at its last step, given its documents under another
+    path: status 0, one line on stderr (complete at step 30, nothing to train, how to
+    train further: --init-from with more --steps, as --steps of a resumed run cannot
+    change), nothing on stdout, the checkpoint untouched (not saved again with the
+    other path); more --steps is refused naming --init-from."""
+    _, data, out = saved
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(data.read_bytes())
+    before, mtime = out.read_bytes(), out.stat().st_mtime_ns
+    r = run("train", "--resume", out, "--data", copy)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    for fragment in (str(out), "complete at step 30 of 30", "nothing to train",
+                     "nothing written", f"--init-from {out}", f"--data {copy}", "--steps N"):
+        assert fragment in lines[0], (fragment, lines[0])
+    assert out.read_bytes() == before and out.stat().st_mtime_ns == mtime
+    assert ckpt.load(out).train["data_path"] == str(data.resolve())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.txt"]
+    r = run("train", "--resume", out, "--steps", 60)
+    assert_one_line_error(r, "--steps 60 does not match", "complete", f"--init-from {out}",
+                          "--steps 60")
+    assert r.exit_code == 2 and out.read_bytes() == before
 
 
 def test_periodic_saves_land_on_multiples(tmp_path, monkeypatch):

@@ -58,6 +58,12 @@ def train(ctx, **o):
     with user_errors():
         p = plan.make(o, given)
     s, kind = p.settings, p.kind
+    done = plan.complete(p)
+    if done is not None:  # a no-op (status 0), once the data is the run's own: no backend,
+        with user_errors():  # nothing written, no samples
+            kind.open(p)
+        say(done)
+        return
     rows = s.batch_size * s.grad_accum
     cli_mpi.check_split(world, rows, f"--batch-size {s.batch_size}" + (
         f" x --grad-accum {s.grad_accum} = {rows} windows a step" if kind.evaluates else ""))
@@ -101,8 +107,7 @@ def train(ctx, **o):
             choices.check_fits(examples, data.vocab, T, f"--eval-choices {str(p.eval_choices)!r}")
             run.choices = (str(Path(p.eval_choices).resolve()), examples)
     if p.resume is not None:
-        say(f"resuming {str(p.resume_path)!r} at step {run.step} of {run.num_steps}"
-            + (": the run is complete, nothing to train" if run.done else ""))
+        say(f"resuming {str(p.resume_path)!r} at step {run.step} of {run.num_steps}")
     if world is not None:
         cli_mpi.share_run(world, cli_mpi.RunSpec(run.checkpoint(), run.dataset, s, backend,
                                                  o["device"], o["save_every"], str(out)), run)

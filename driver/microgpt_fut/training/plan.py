@@ -25,6 +25,7 @@ errors.ResumeError (a checkpoint that cannot serve), one line each.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -312,6 +313,25 @@ def _init(p: Plan, o: dict, given: dict) -> None:
     p.init, p.tokenizer = init, p.kind.model_tokenizer(init)
 
 
+def further(path: Path, data, steps: int | str = "N") -> str:
+    """How to train a complete run's model further (a resumed run keeps its --steps,
+    which fix its learning-rate schedule): a new run from its weights on ``data`` (the
+    run's; None or "": the built-in names), to another --out."""
+    on = f" --data {shlex.quote(str(data))}" if data else ""
+    return (f"to train further, start a new run from its weights: train --init-from "
+            f"{shlex.quote(str(path))}{on} --steps {steps} --out NEW.safetensors")
+
+
+def complete(p: Plan) -> str | None:
+    """For a plan that resumes a run already at its last step: the line that says so
+    (nothing to train, nothing written, and how to train further); else None."""
+    if p.resume is None or p.resume.step < p.settings.num_steps:
+        return None
+    return (f"checkpoint {str(p.resume_path)!r}: the run is complete at step {p.resume.step} "
+            f"of {p.settings.num_steps}, nothing to train (nothing written); a resumed run "
+            f"keeps its --steps, so {further(p.resume_path, p.data)}")
+
+
 def _resume(o: dict, given: dict, family: Family, kind: Kind) -> Plan:
     """--resume: the checkpoint's run, checked against the options given."""
     path = o["resume"]
@@ -327,8 +347,10 @@ def _resume(o: dict, given: dict, family: Family, kind: Kind) -> Plan:
     if steps is not None and steps != t["num_steps"]:
         raise ResumeConflict(
             f"--steps {steps} does not match {where}: its run has {t['num_steps']} steps in "
-            f"total (the learning rate's schedule ends at step {t['num_steps']}); leave --steps "
-            "out to finish that run")
+            f"total (the learning rate's schedule ends at step {t['num_steps']}); "
+            + (f"the run is complete: {further(path, o['data'] or t['data_path'], steps)}"
+               if ck.step >= t["num_steps"]
+               else "leave --steps out to finish that run"))
     try:
         settings = Settings.from_train(t, o["steps_per_call"], o["threads"])
     except KeyError as e:
