@@ -219,6 +219,25 @@ def test_resume_on_other_text_and_foreign_csv_are_refused(text_file, tmp_path):
     assert mine.read_text() == "name,score\nada,1\n"
 
 
+@pytest.mark.parametrize("n_chars", [100, 12])
+def test_resume_on_a_short_other_text_names_the_data(text_file, tmp_path, n_chars):
+    """Resumed with --data a text too short for the run (its validation split: 10 of 100
+    characters, or the whole text: 12, where --block-size 16 needs 17), the error says
+    it is not the run's text and to give --data the one it was trained on: not
+    --val-fraction or --block-size, which a resumed run refuses."""
+    out = tmp_path / "m.safetensors"
+    r = run_cli("train", "--data-format", "text", "--data", text_file, "--block-size", 16,
+                "--steps", 2, "--eval-iters", 1, "--out", out, "--samples", 0)
+    assert r.exit_code == 0, r.output
+    short = tmp_path / "short.txt"
+    short.write_text(text_file.read_text(encoding="utf-8")[:n_chars], encoding="utf-8")
+    r = run_cli("train", "--resume", out, "--data", short)
+    line = assert_one_line_error(r, "other data", str(short), str(text_file),
+                                 "give --data the text it was trained on")
+    assert r.exit_code == 1
+    assert "--val-fraction" not in line and "--block-size" not in line
+
+
 def test_a_foreign_png_beside_out_is_refused_and_kept(text_file, tmp_path):
     """A user's own NAME.losses.png is not replaced by `train --out NAME.safetensors`
     (nor with --overwrite, as the CSV): one line naming it, exit 1, the file unchanged,

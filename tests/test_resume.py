@@ -387,7 +387,8 @@ def test_resume_on_other_data_is_refused(saved, tmp_path):
     other = tmp_path / "other.txt"
     other.write_text("\n".join(SEVEN[:-1] + ["ameliA"]) + "\n")
     assert_one_line_error(run("train", "--resume", out, "--data", other),
-                          "refusing to resume", "other data", str(other))
+                          "refusing to resume", "other data", str(other),
+                          "give --data the documents it was trained on")
     same = tmp_path / "same.txt"  # the same documents, other layout: accepted
     same.write_bytes(("\r\n\n".join(SEVEN) + "\r\n").encode())
     r = run("train", "--resume", out, "--data", same, "--out", tmp_path / "x.safetensors",

@@ -696,6 +696,27 @@ def test_a_block_size_longer_than_the_shards_is_a_usage_error(tmp_path):
         assert r.exit_code == 2, fmt
 
 
+def test_resume_on_short_other_shards_names_the_data(tmp_path):
+    """A tokens run resumed with --data shards too short for its --block-size (made of
+    another, shorter text with the same tokenizer) is told they are not the run's
+    shards and to give --data its own: not --block-size, which a resume cannot change."""
+    src, short = tmp_path / "in.txt", tmp_path / "short.txt"
+    text = SHAKESPEARE.read_text(encoding="utf-8")[:3000]
+    src.write_text(text)
+    short.write_text(text[:200])
+    assert run("prepare", src, "--out", tmp_path / "o").exit_code == 0
+    assert run("prepare", short, "--out", tmp_path / "s", "--tokenizer",
+               tmp_path / "o" / "tokenizer.json").exit_code == 0  # 180 train, 20 val tokens
+    out = tmp_path / "m.safetensors"
+    r = run("train", "--data", tmp_path / "o", "--block-size", 64, "--steps", 2,
+            "--eval-iters", 1, "--out", out, "--samples", 0)
+    assert r.exit_code == 0, r.output
+    r = run("train", "--resume", out, "--data", tmp_path / "s")
+    line = assert_one_line_error(r, "other data", str(tmp_path / "s"), str(tmp_path / "o"),
+                                 "give --data the shards it was trained on")
+    assert r.exit_code == 1 and "--block-size" not in line
+
+
 def test_train_2_to_1_into_a_closed_pipe_exits_141(tmp_path):
     """`train ... 2>&1 | head -3`: stderr is the closed pipe too; the run saves and exits
     with SIGPIPE's status (click would say 1)."""

@@ -31,7 +31,19 @@ def other_documents(info: DataInfo, train: dict) -> str:
     theirs = repr(train.get("data_path")) if train.get("data_path") else "the built-in dataset"
     return (f"refusing to resume on other data: {source} has {info.n_docs} documents that "
             f"differ from the {train.get('n_docs')} the checkpoint was trained on (from "
-            f"{theirs}; SHA-256 {str(train.get('data_sha256'))[:12]}...)")
+            f"{theirs}; SHA-256 {str(train.get('data_sha256'))[:12]}...): give --data the "
+            "documents it was trained on")
+
+
+def other_stream(path: str, data_format: str, train: dict) -> str:
+    """Why the text file or shards' folder ``path`` (``data_format`` "text" or "tokens")
+    cannot resume the run of a checkpoint's ``train`` entries (its SHA-256 differs):
+    one line naming both paths and --data."""
+    what = "shards" if data_format == "tokens" else "text"
+    return (f"refusing to resume on other data: {str(path)!r} is not the {what} the "
+            f"checkpoint was trained on ({train.get('data_path')!r}, SHA-256 "
+            f"{str(train.get('data_sha256'))[:12]}...): give --data the {what} it was "
+            "trained on")
 
 
 class Lines:
@@ -142,10 +154,7 @@ class Stream:
     def other_data(self, train: dict) -> str:
         """Why this stream cannot resume the run of a checkpoint's ``train`` entries (its
         SHA-256 differs): one line naming both paths."""
-        what = "shards" if self.data_format == "tokens" else "text"
-        return (f"refusing to resume on other data: {self.data.path!r} is not the {what} the "
-                f"checkpoint was trained on ({train.get('data_path')!r}, SHA-256 "
-                f"{str(train.get('data_sha256'))[:12]}...)")
+        return other_stream(self.data.path, self.data_format, train)
 
     def train_entries(self, step: int, settings, description: str = "") -> dict:
         """The checkpoint's data entries: description, absolute path, sha256 (of the file,

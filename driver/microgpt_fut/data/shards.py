@@ -277,6 +277,14 @@ def digest(identity: list[dict]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
+def shards_digest(folder: str | Path) -> str:
+    """The digest of a folder's shard set (``digest`` of its train, then val shards'
+    identities: what ``load_tokens`` records), without reading the tokens. Raises
+    DataError as ``find_splits`` and ``open_shard`` do."""
+    train_files, val_files, fmt = find_splits(folder)
+    return digest(TokenStream(train_files, fmt).identity() + TokenStream(val_files, fmt).identity())
+
+
 # --------------------------------------------------------------------------- writing
 
 class ShardWriter:

@@ -11,13 +11,14 @@ gives).
 """
 from __future__ import annotations
 
+import hashlib
 import shlex
 from pathlib import Path
 
 from .checkpoint import Checkpoint
-from ..data.datasets import Lines, Stream, other_documents
+from ..data.datasets import Lines, Stream, other_documents, other_stream
 from ..data.lines import Vocab, load_data, read_text
-from ..data.shards import folder_tokenizer, find_splits, load_tokens
+from ..data.shards import folder_tokenizer, find_splits, load_tokens, shards_digest
 from ..data.text import load_text
 from ..data.tokenizer import CharVocab, Tokenizer, load_tokenizer, train_bpe
 from ..errors import DataError, OptionConflict, ResumeError
@@ -178,13 +179,24 @@ class StreamKind(Kind):
     def open(self, plan) -> Stream:
         """plan's stream (``_load``: the text or the shards) as the run's dataset; a
         resumed run's must be its own (its SHA-256): else ResumeError naming both paths
-        (datasets.Stream.other_data)."""
+        (datasets.other_stream), checked first (``_identity``): other data is told so,
+        not that it is too short for the run's --block-size or --val-fraction, which a
+        resumed run cannot change."""
+        if plan.resume is not None:
+            sha = self._identity(plan)
+            if sha is not None and sha != plan.resume.train["data_sha256"]:
+                raise ResumeError(other_stream(str(plan.data), self.name, plan.resume.train))
         stream = Stream(self._load(plan), self.name)
         if plan.resume is not None and stream.sha256 != plan.resume.train["data_sha256"]:
             raise ResumeError(stream.other_data(plan.resume.train))
         return stream
 
     def _load(self, plan):
+        raise NotImplementedError
+
+    def _identity(self, plan) -> str | None:
+        """The SHA-256 that identifies plan.data as a run records it (None: unreadable,
+        ``_load`` says why)."""
         raise NotImplementedError
 
     def data_tokens(self, data: Stream, block_size: int) -> int:
@@ -240,6 +252,13 @@ class TextKind(StreamKind):
             tok = load_tokenizer(plan.tokenizer_choice)
         return load_text(plan.data, plan.block_size, plan.val_fraction, plan.encoding, tok)
 
+    def _identity(self, plan) -> str | None:
+        """The SHA-256 of the file's bytes (text.load_text's), None when it cannot be read."""
+        try:
+            return hashlib.sha256(Path(plan.data).read_bytes()).hexdigest()
+        except OSError:
+            return None
+
     def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
         data = stream.data
         return (f"data: {data.path} | {counted(data.n_chars, 'character')}, "
@@ -261,6 +280,11 @@ class TokensKind(StreamKind):
 
     def _exists(self, path: Path) -> bool:
         return path.is_dir()
+
+    def _identity(self, plan) -> str | None:
+        """The digest of the shard set (shards.shards_digest, as load_tokens records it).
+        Raises DataError as shards.find_splits and open_shard do."""
+        return shards_digest(plan.data)
 
     def _load(self, plan):
         """The shards of plan.data (text.TextData) read with the model's tokenizer: a
