@@ -221,6 +221,48 @@ def test_nanogpt_bins_with_meta_pkl_and_a_crafted_pickle_refused(tmp_path, monke
     assert not mark.exists()
 
 
+def _meta_folder(tmp_path):
+    """nanoGPT's shakespeare_char set of the first 3,000 characters: (folder, meta.pkl's
+    good bytes)."""
+    chars, train, val = nanogpt_char(SHAKESPEARE.read_text(encoding="utf-8")[:3000])
+    folder = tmp_path / "nano"
+    folder.mkdir()
+    train.tofile(folder / "train.bin")
+    val.tofile(folder / "val.bin")
+    good = pickle.dumps({"vocab_size": len(chars), "itos": dict(enumerate(chars)),
+                         "stoi": {c: i for i, c in enumerate(chars)}})
+    return folder, good
+
+
+@pytest.mark.parametrize("damage, what", [
+    (lambda good: good[:len(good) // 2], "is truncated"),
+    (lambda good: b"", "is empty"),
+    (lambda good: b"L12x\n.", "is corrupt"),  # pickle's words: invalid literal for int()
+    (lambda good: b"g12x\n.", "is corrupt"),
+    (lambda good: b"Fabc\n.", "is corrupt"),
+    (lambda good: bytes(range(7, 107)), "is corrupt"),
+    (lambda good: pickle.dumps({"itos": {0: "a", "b": "c"}}), "itos is not a map"),
+], ids=["truncated", "empty", "int", "memo", "float", "bytes", "keys"])
+def test_a_damaged_meta_pkl_is_one_line_naming_it(tmp_path, damage, what):
+    """A damaged meta.pkl beside nanoGPT's train.bin/val.bin: one line naming the file
+    and what is wrong with it (not Python's words for it), status 1."""
+    folder, good = _meta_folder(tmp_path)
+    meta = folder / "meta.pkl"
+    meta.write_bytes(damage(good))
+    r = run("train", "--data", folder, "--steps", 1, "--samples", 0,
+            "--out", tmp_path / "m.safetensors")
+    line = assert_one_line_error(r, repr(str(meta)), what)
+    assert r.exit_code == 1
+    for python in ("int()", "base 10", "float", "load key", "Ran out", "not supported"):
+        assert python not in line, line
+    if what != "itos is not a map":
+        assert "--tokenizer PATH" in line and "prepare.py" in line
+    meta.write_bytes(good)  # the same folder, whole again: it trains
+    r = run("train", "--data", folder, "--steps", 1, "--samples", 0,
+            "--out", tmp_path / "m.safetensors")
+    assert r.exit_code == 0, r.output
+
+
 def load_text_from(folder, text, block_size):
     path = folder / "t.txt"
     path.write_text(text, encoding="utf-8")

@@ -167,11 +167,15 @@ class TokenStream:
 
 # --------------------------------------------------------------------------- meta.pkl
 
+class _NamesAGlobal(pickle.UnpicklingError):
+    """A pickle names a class or function (refused unrun)."""
+
+
 class _MetaUnpickler(pickle.Unpickler):
     """Refuses every global: a crafted pickle cannot name a callable to run."""
 
     def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"it names {module}.{name}")
+        raise _NamesAGlobal(f"it names {module}.{name}")
 
 
 def _plain(x) -> bool:
@@ -185,7 +189,8 @@ def _plain(x) -> bool:
 def read_meta(path: str | Path) -> dict:
     """nanoGPT's meta.pkl (vocab_size, itos, stoi), unpickled with no global allowed and
     checked to be dicts of str and int only. Raises DataError (one line naming the
-    file) otherwise: a pickle that names a class or function is refused unrun."""
+    file) otherwise: a pickle that names a class or function is refused unrun, and an
+    empty, truncated or corrupt file is called so (not with pickle's own words)."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -193,10 +198,15 @@ def read_meta(path: str | Path) -> dict:
         raise DataError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
     try:
         meta = _MetaUnpickler(io.BytesIO(raw)).load()
-    except Exception as e:
+    except _NamesAGlobal as e:
         raise DataError(f"{str(path)!r} is refused: only a pickle of dicts of str and int "
-                        f"is read ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-                        ) from None
+                        f"is read ({e})") from None
+    except Exception as e:  # noqa: BLE001 - pickle's errors of a damaged file are many
+        truncated = isinstance(e, EOFError) or "truncated" in str(e)
+        what = ("is empty" if not raw else "is truncated" if truncated else
+                "is corrupt (not a pickle)")
+        raise DataError(f"nanoGPT's {str(path)!r} {what}: make it again with nanoGPT's "
+                        "prepare.py, or move it away and give --tokenizer PATH") from None
     if not _plain(meta):
         raise DataError(f"{str(path)!r} is refused: only a pickle of dicts of str and int is "
                         "read")
@@ -361,7 +371,8 @@ def folder_tokenizer(folder: Path, fmt: str) -> Tokenizer | None:
     if meta.is_file():
         m = read_meta(meta)
         itos = m.get("itos")
-        if not isinstance(itos, dict) or sorted(itos) != list(range(len(itos))) or \
+        if not isinstance(itos, dict) or not all(type(k) is int for k in itos) or \
+                sorted(itos) != list(range(len(itos))) or \
                 not all(isinstance(c, str) and len(c) == 1 for c in itos.values()):
             raise DataError(f"{str(meta)!r}: itos is not a map from 0..n-1 to characters")
         return CharVocab("".join(itos[i] for i in range(len(itos))))
