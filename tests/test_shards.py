@@ -263,6 +263,30 @@ def test_a_damaged_meta_pkl_is_one_line_naming_it(tmp_path, damage, what):
     assert r.exit_code == 0, r.output
 
 
+@pytest.mark.parametrize("choice", ["bpe", "char"])
+def test_tokenizer_char_or_bpe_on_shards_says_where_their_tokenizer_is(tmp_path, choice):
+    """--tokenizer char|bpe on a folder of shards is a usage error that says what the
+    folder holds: nanoGPT's train.bin/val.bin alone hold no tokenizer (give --tokenizer
+    PATH); with meta.pkl, or prepare's tokenizer.json, it has one (leave it out)."""
+    folder, good = _meta_folder(tmp_path)
+    args = ["train", "--data", folder, "--tokenizer", choice, "--steps", 1, "--samples", 0,
+            "--out", tmp_path / "m.safetensors"]
+    r = run(*args)
+    line = assert_one_line_error(r, f"--tokenizer {choice} does not apply",
+                                 f"--data {str(folder)!r} holds none", "--tokenizer PATH")
+    assert r.exit_code == 2 and "has it" not in line
+    (folder / "meta.pkl").write_bytes(good)
+    r = run(*args)
+    assert_one_line_error(r, f"--data {str(folder)!r} has it (meta.pkl)", "leave --tokenizer out")
+    assert r.exit_code == 2
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:500])
+    assert run("prepare", src, "--out", tmp_path / "o").exit_code == 0
+    r = run("train", "--data", tmp_path / "o", "--tokenizer", choice, "--steps", 1)
+    assert_one_line_error(r, "has it (tokenizer.json)", "leave --tokenizer out")
+    assert r.exit_code == 2
+
+
 def load_text_from(folder, text, block_size):
     path = folder / "t.txt"
     path.write_text(text, encoding="utf-8")

@@ -32,7 +32,7 @@ from pathlib import Path
 from . import checkpoint as ckpt
 from . import hf
 from .checkpoint import Checkpoint
-from ..data.tokenizer import BPE_MIN_VOCAB
+from ..data.tokenizer import BPE_MIN_VOCAB, find_tokenizer_files
 from ..errors import DataError, OptionConflict, ResumeConflict, ResumeError
 from .family import FAMILIES, Family
 from .kinds import KINDS, Kind
@@ -271,8 +271,9 @@ def _tokenizer(p: Plan, o: dict) -> None:
     """A fresh run's tokenizer choice: --tokenizer char|bpe|PATH (text), PATH (tokens)."""
     choice, size = o.get("tokenizer"), o.get("vocab_size")
     if p.kind.name == "tokens" and choice in ("char", "bpe"):
-        raise OptionConflict(f"--tokenizer {choice} does not apply to --data-format tokens: the "
-                             "shards' folder has its tokenizer.json (or give --tokenizer PATH)")
+        raise OptionConflict(f"--tokenizer {choice} does not apply to --data-format tokens: "
+                             "shards are read with the tokenizer that made them"
+                             + _shards_tokenizer(p.data))
     if size is not None and choice != "bpe":
         raise OptionConflict("--vocab-size applies to --tokenizer bpe (the other tokenizers "
                              "have their own)")
@@ -282,6 +283,21 @@ def _tokenizer(p: Plan, o: dict) -> None:
         raise OptionConflict(f"--vocab-size {size} is too small for --tokenizer bpe: at least "
                              f"{BPE_MIN_VOCAB} (its 256 bytes and <|endoftext|>)")
     p.tokenizer_choice, p.vocab_size = choice, size
+
+
+def _shards_tokenizer(folder: Path | None) -> str:
+    """Where a folder of token shards has the tokenizer that made them, for a message
+    (its end, after "...made them"): its file (leave --tokenizer out), or none there
+    (give it with --tokenizer PATH)."""
+    if folder is None or not Path(folder).is_dir():
+        return ": their folder's tokenizer.json (or nanoGPT's meta.pkl), else --tokenizer PATH"
+    files = find_tokenizer_files(folder) or (
+        [Path(folder) / "meta.pkl"] if (Path(folder) / "meta.pkl").is_file() else [])
+    if files:
+        return (f", and --data {str(folder)!r} has it ({' and '.join(f.name for f in files)}): "
+                "leave --tokenizer out")
+    return (f", and --data {str(folder)!r} holds none (no tokenizer.json, vocab.json and "
+            "merges.txt, or meta.pkl): give it with --tokenizer PATH")
 
 
 def _init(p: Plan, o: dict, given: dict) -> None:
