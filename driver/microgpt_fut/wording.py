@@ -1,6 +1,9 @@
 """Counts in the messages, in English: ``counted(1, "layer")`` is "1 layer",
-``counted(12, "layer")`` "12 layers" (with thousands separators: "18,000 tokens")."""
+``counted(12, "layer")`` "12 layers" (with thousands separators: "18,000 tokens"); and
+paths in the lines that name them unquoted (``shown_path``)."""
 from __future__ import annotations
+
+import os
 
 
 def counted(n: int, noun: str) -> str:
@@ -10,3 +13,11 @@ def counted(n: int, noun: str) -> str:
     Raises nothing for any int.
     """
     return f"{n:,} {noun if n == 1 else noun + 's'}"
+
+
+def shown_path(path) -> str:
+    """A path as an unquoted line prints it ("data: ...", "saved ..."): as str(path), and
+    "./-names.txt" for a relative path that starts with "-" (pathlib drops the "./" the
+    user gave, and "-names.txt" reads as an option)."""
+    text = os.fspath(path)
+    return "./" + text if text.startswith("-") else text

@@ -15,7 +15,7 @@ from ..data.tokenizer import load_tokenizer, train_bpe
 from ..errors import Stopped
 from ..interrupt import stop_on_signals
 from ..training.loop import lock_path
-from ..wording import counted
+from ..wording import counted, shown_path
 from .common import bad_option, exit_if_stdout_closed, exit_with, lock_out, say_note, user_errors
 from .group import main
 from .values import IntFrom, given_options
@@ -105,7 +105,7 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
             how = "interrupted" if stop.signum == signal.SIGINT else f"stopped by {stop.name}"
             raise exit_with(128 + stop.signum, f"{how}: --out {str(out)!r} is as it was "
                             "(nothing written)") from None
-        say_note(f"wrote {out}: {counted(done.train_tokens, 'train token')} in "
+        say_note(f"wrote {shown_path(out)}: {counted(done.train_tokens, 'train token')} in "
                  f"{counted(len(done.train), 'shard')}, {counted(done.val_tokens, 'val token')} "
                  f"in {counted(len(done.val), 'shard')}, tokenizer.json "
                  f"(vocab_size {tok.size})")

@@ -10,7 +10,7 @@ import click
 from ..backend.runtime import default_backend, fastest_cpu_backend
 from ..parallel.mpi_world import World
 from ..training import choices, curves, plan
-from ..wording import counted
+from ..wording import counted, shown_path
 from . import mpi as cli_mpi
 from .common import (backend_of, check_out, exit_if_stdout_closed, lock_out, runtime,
                      saved_step, say_note, user_errors)
@@ -135,7 +135,8 @@ def train(ctx, **o):
         last = min(100, run.num_steps)
         say(f"mean loss of the last {counted(last, 'step')}: "
             f"{float(run.losses[-last:].mean()):.4f}")
-    say(f"saved {out}" + (", {}, {}".format(*curves.paths(out)) if kind.evaluates else ""))
+    say(f"saved {shown_path(out)}" + (", {}, {}".format(*map(shown_path, curves.paths(out)))
+                                       if kind.evaluates else ""))
     exit_if_stdout_closed(ctx, saved_step(run, out))
     n = kind.samples if o["samples"] is None else o["samples"]
     temperature = kind.temperature if o["temperature"] is None else o["temperature"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, OptionConflict
-from ..wording import counted
+from ..wording import counted, shown_path
 
 
 def read_text(path: str | Path, encoding: str = "utf-8") -> str:
@@ -114,7 +114,7 @@ def load_docs(path: str | Path | None = None, encoding: str = "utf-8") -> tuple[
     if path is None:
         return default_docs()
     docs = read_docs(path, encoding)
-    return docs, f"{path}: {counted(len(docs), 'document')}"
+    return docs, f"{shown_path(path)}: {counted(len(docs), 'document')}"
 
 
 def docs_sha256(docs: list[str]) -> str:

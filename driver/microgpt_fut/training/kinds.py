@@ -22,7 +22,7 @@ from ..data.shards import folder_tokenizer, find_splits, load_tokens, shards_dig
 from ..data.text import load_text
 from ..data.tokenizer import CharVocab, Tokenizer, load_tokenizer, train_bpe
 from ..errors import DataError, OptionConflict, ResumeError
-from ..wording import counted
+from ..wording import counted, shown_path
 from .sampling import iter_continuations, iter_names
 
 # Options every stream reads: nanoGPT's micro-batches and evaluations.
@@ -261,7 +261,7 @@ class TextKind(StreamKind):
 
     def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
         data = stream.data
-        return (f"data: {data.path} | {counted(data.n_chars, 'character')}, "
+        return (f"data: {shown_path(data.path)} | {counted(data.n_chars, 'character')}, "
                 f"{counted(data.n_tokens, 'token')}, "
                 f"vocab size {data.vocab.size} ({self._kind_of(stream)}) | train "
                 f"{counted(len(data.train), 'token')}, "
@@ -308,7 +308,8 @@ class TokensKind(StreamKind):
 
     def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
         data = stream.data
-        return (f"data: {data.path} | token shards, {counted(data.n_tokens, 'token')}, "
+        return (f"data: {shown_path(data.path)} | token shards, "
+                f"{counted(data.n_tokens, 'token')}, "
                 f"vocab size {data.vocab.size} ({self._kind_of(stream)}) | train "
                 f"{counted(len(data.train), 'token')}, "
                 + (f"val {len(data.val):,}" if len(data.val) else "no validation shards"), "")

@@ -15,6 +15,7 @@ from pathlib import Path
 from . import checkpoint as ckpt
 from ..errors import CheckpointError, RunFailed
 from ..interrupt import StopRequest, stop_on_signals
+from ..wording import shown_path
 
 
 def first_line(msg: str) -> str:
@@ -119,7 +120,7 @@ def train_and_save(run, out: Path | None, save_every: int | None, say,
                 advance(until, stop)
                 if not run.done and not stop():
                     save()
-                    say(f"saved checkpoint {out} (step {run.step} of {run.num_steps})")
+                    say(f"saved checkpoint {shown_path(out)} (step {run.step} of {run.num_steps})")
             save()
         except RuntimeError as e:  # divergence, a failing entry point (out of device memory)
             if worker:
