@@ -370,6 +370,30 @@ def test_an_empty_path_is_refused_by_every_command(tmp_path):
         assert r.exit_code == 2, msg
 
 
+def test_a_file_with_a_trailing_slash_is_not_a_directory(tmp_path):
+    """`--data names.txt/` (a file, then /) read the file: pathlib drops the /. It is
+    refused as the OS refuses it (not a directory), one line naming the option, status 2,
+    by every command; a folder with a / is fine."""
+    need_backend("c")
+    data = small_data(tmp_path, 20)
+    ck = tmp_path / "m.safetensors"
+    assert run("train", "--data", data, "--steps", 1, "--samples", 0, "--out", ck).exit_code == 0
+    slash = lambda p: str(p) + "/"  # noqa: E731
+    for args, option, path in (
+            (["train", "--data", slash(data), "--steps", 1, "--out", tmp_path / "x"], "--data",
+             data),
+            (["train", "--resume", slash(ck)], "--resume", ck),
+            (["train", "--data", data, "--out", slash(ck), "--overwrite"], "--out", ck),
+            (["sample", "--checkpoint", slash(ck)], "--checkpoint", ck),
+            (["prepare", slash(data), "--out", tmp_path / "s"], "INPUTS", data)):
+        r = run(*args)
+        assert_one_line_error(r, option, repr(slash(path)), "not a directory")
+        assert r.exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors", "names.txt"]
+    r = run("sample", "--checkpoint", ck, "-n", 1)
+    assert r.exit_code == 0, r.output
+
+
 def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):
     need_backend("c")
     data = small_data(tmp_path, 20)

@@ -18,7 +18,7 @@ from ..training.loop import lock_path
 from ..wording import counted, shown_path
 from .common import bad_option, exit_if_stdout_closed, exit_with, lock_out, say_note, user_errors
 from .group import main
-from .values import IntFrom, given_options
+from .values import IntFrom, given_options, path_problem
 
 @main.command("prepare")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
@@ -62,6 +62,8 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
         if any(not g for g in given):
             raise bad_option(f"{label} is an empty path: give a "
                              + ("folder" if label == "--out" else "text file"))
+        for problem in filter(None, map(path_problem, given)):  # input.txt/ (not a folder)
+            raise bad_option(f"{label} {problem}")
     inputs, val_inputs, out = list(map(Path, inputs)), list(map(Path, val_inputs)), Path(out)
     if tokenizer.lower() in ("char", "bpe") and not os.path.lexists(tokenizer):
         tokenizer = tokenizer.lower()  # --tokenizer BPE: the kind, unless such a file exists

@@ -4,6 +4,7 @@ module imports none of them."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import click
@@ -90,15 +91,28 @@ def check_positive(ctx, param, value):
     return value
 
 
+def path_problem(value: str) -> str | None:
+    """What is wrong with a path as given, before pathlib reads it, or None: "" (Path("")
+    is "."), or a trailing / after a name that is not a folder (pathlib drops the /, and
+    names.txt/ read the file: the OS says "not a directory")."""
+    if value == "":
+        return "is empty; give a path"
+    if value.endswith("/") and os.path.lexists(value.rstrip("/")) and not os.path.isdir(value):
+        return (f"{value!r}: not a directory (a file named with a trailing /); give it "
+                "without the /")
+    return None
+
+
 class GivenPath(click.Path):
-    """click.Path as a pathlib.Path that refuses "", for every path option (--out,
-    --data, --resume, --init-from, --checkpoint ...): Path("") is ".", so an empty value
-    (an unset shell variable) named the current folder, and `--data ""` trained on the
-    shards there."""
+    """click.Path as a pathlib.Path that refuses what ``path_problem`` finds, for every
+    path option (--out, --data, --resume, --init-from, --checkpoint ...): Path("") is
+    ".", so an empty value (an unset shell variable) named the current folder, and
+    `--data ""` trained on the shards there; `--data names.txt/` read the file."""
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and value == "":
-            self.fail("is empty; give a path", param, ctx)
+        problem = path_problem(value) if isinstance(value, str) else None
+        if problem:
+            self.fail(problem, param, ctx)
         return Path(super().convert(value, param, ctx))
 
 
