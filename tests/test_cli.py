@@ -394,6 +394,36 @@ def test_a_file_with_a_trailing_slash_is_not_a_directory(tmp_path):
     assert r.exit_code == 0, r.output
 
 
+def test_a_broken_symbolic_link_is_named_with_its_target(tmp_path):
+    """A path to read that is a broken symbolic link (was: "does not exist") is a usage
+    error that says so and names where it points, for every command; --out may be one
+    (a checkpoint not written yet)."""
+    need_backend("c")
+    data = small_data(tmp_path, 20)
+    link = tmp_path / "link.txt"
+    link.symlink_to("gone.txt")
+    toml = tmp_path / "run.toml"
+    toml.write_text('data = "link.txt"\nsteps = 1\n')
+    for args, option in ((["train", "--data", link], "--data"),
+                         (["train", "--resume", link], "--resume"),
+                         (["train", "--data", data, "--init-from", link], "--init-from"),
+                         (["train", "--config", toml], "data = \"link.txt\""),
+                         (["train", "--data", data, "--eval-choices", link], "--eval-choices"),
+                         (["sample", "--checkpoint", link], "--checkpoint"),
+                         (["eval", "--checkpoint", link, "--choices", data], "--checkpoint"),
+                         (["export-hf", link, tmp_path / "hf"], "CHECKPOINT"),
+                         (["prepare", link, "--out", tmp_path / "s"], "INPUTS")):
+        r = run(*args)
+        assert_one_line_error(r, option, "is a broken symbolic link to 'gone.txt'",
+                              "which does not exist", "fix the link")
+        assert r.exit_code == 2
+    out = tmp_path / "out.safetensors"
+    out.symlink_to("new.safetensors")
+    r = run("train", "--data", data, "--steps", 1, "--samples", 0, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert ckpt.load(out).step == 1
+
+
 def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):
     need_backend("c")
     data = small_data(tmp_path, 20)

@@ -182,7 +182,8 @@ OPTIONS: dict[str, Option] = dict([
         "sample": "c backend: split the samples over N CPU threads (the samples are the "
                   "same)."}, _count(RUN["threads"]))),
     ("out", Option(("--out",), "Checkpoint file to write (with --resume: FILE).",
-                   dict(type=GivenPath(), default="model.safetensors", show_default=True))),
+                   dict(type=GivenPath(reads=False), default="model.safetensors",
+                        show_default=True))),
     ("overwrite", Option(("--overwrite",), "Replace a checkpoint of another run that --out "
                          "holds (refused otherwise).", dict(is_flag=True))),
     ("save_every", Option(("--save-every",), "Also save the checkpoint to --out every N steps "

@@ -62,7 +62,8 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
         if any(not g for g in given):
             raise bad_option(f"{label} is an empty path: give a "
                              + ("folder" if label == "--out" else "text file"))
-        for problem in filter(None, map(path_problem, given)):  # input.txt/ (not a folder)
+        # input.txt/ (not a folder), a broken link to read
+        for problem in filter(None, (path_problem(g, label != "--out") for g in given)):
             raise bad_option(f"{label} {problem}")
     inputs, val_inputs, out = list(map(Path, inputs)), list(map(Path, val_inputs)), Path(out)
     if tokenizer.lower() in ("char", "bpe") and not os.path.lexists(tokenizer):

@@ -91,12 +91,25 @@ def check_positive(ctx, param, value):
     return value
 
 
-def path_problem(value: str) -> str | None:
+def path_problem(value: str, reads: bool = True) -> str | None:
     """What is wrong with a path as given, before pathlib reads it, or None: "" (Path("")
-    is "."), or a trailing / after a name that is not a folder (pathlib drops the /, and
-    names.txt/ read the file: the OS says "not a directory")."""
+    is "."), a trailing / after a name that is not a folder (pathlib drops the /, and
+    names.txt/ read the file: the OS says "not a directory"), and for a path to read
+    (``reads``; not --out, which may name a new file through a link) a broken symbolic
+    link, named with its target (it was said not to exist, the link being there)."""
     if value == "":
         return "is empty; give a path"
+    link = value.rstrip("/") or value
+    if reads and os.path.islink(link) and not os.path.exists(link):
+        try:
+            os.stat(link)
+            why = ""
+        except FileNotFoundError:
+            why = ", which does not exist"
+        except OSError as e:
+            why = f" ({e.strerror or e})"
+        return (f"{value!r} is a broken symbolic link to {os.readlink(link)!r}{why}: fix "
+                "the link, or give the file it should point to")
     if value.endswith("/") and os.path.lexists(value.rstrip("/")) and not os.path.isdir(value):
         return (f"{value!r}: not a directory (a file named with a trailing /); give it "
                 "without the /")
@@ -107,14 +120,19 @@ class GivenPath(click.Path):
     """click.Path as a pathlib.Path that refuses what ``path_problem`` finds, for every
     path option (--out, --data, --resume, --init-from, --checkpoint ...): Path("") is
     ".", so an empty value (an unset shell variable) named the current folder, and
-    `--data ""` trained on the shards there; `--data names.txt/` read the file."""
+    `--data ""` trained on the shards there; `--data names.txt/` read the file; a
+    broken link was said not to exist. reads: False for a path written (--out), which
+    may be a link to a file not made yet."""
+
+    def __init__(self, reads: bool = True, **kw):
+        super().__init__(**kw)
+        self.reads = reads
 
     def convert(self, value, param, ctx):
-        problem = path_problem(value) if isinstance(value, str) else None
+        problem = path_problem(value, self.reads) if isinstance(value, str) else None
         if problem:
             self.fail(problem, param, ctx)
         return Path(super().convert(value, param, ctx))
-
 
 
 def check_threads(threads: int, backend: str | None) -> None:
