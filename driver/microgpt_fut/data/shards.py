@@ -390,8 +390,8 @@ def load_tokens(folder: str | Path, block_size: int,
 
     Raises DataError (one line naming the folder or file) when there are no shards, a
     shard is bad (``open_shard``), there is no tokenizer or a token is out of range;
-    OptionConflict (naming --block-size) when a split is shorter than block_size + 1
-    tokens (the val split may be absent).
+    OptionConflict (naming --block-size, the sizes and the largest that fits) when a
+    split is shorter than block_size + 1 tokens (the val split may be absent).
     """
     folder = Path(folder)
     train_files, val_files, fmt = find_splits(folder)
@@ -402,9 +402,13 @@ def load_tokens(folder: str | Path, block_size: int,
     train, val = TokenStream(train_files, fmt), TokenStream(val_files, fmt)
     for split, stream in (("training", train), ("validation", val)):
         stream.check_below(tok.size)
-        if (stream is train or len(stream)) and len(stream) < block_size + 1:
+        n = len(stream)
+        if (stream is train or n) and n < block_size + 1:
+            more = ("a larger validation split (prepare's --val-fraction or --val)"
+                    if stream is val else "shards of more text")
+            fix = f"use --block-size {n - 1} or less, or {more}" if n >= 2 else f"give {more}"
             raise OptionConflict(f"--data {str(folder)!r}: the {split} shards hold "
-                                 f"{counted(len(stream), 'token')}; --block-size {block_size} "
-                                 f"needs at least {block_size + 1}")
+                                 f"{counted(n, 'token')}; --block-size {block_size} "
+                                 f"needs at least {block_size + 1}: {fix}")
     sha = digest(train.identity() + val.identity())
     return TextData(tok, train, val, block_size, 0.0, str(folder), sha)
