@@ -287,6 +287,26 @@ def test_tokenizer_char_or_bpe_on_shards_says_where_their_tokenizer_is(tmp_path,
     assert r.exit_code == 2
 
 
+def test_one_token_file_as_data_is_told_to_give_its_folder(tmp_path):
+    """--data one file of a shard set (prepare's llm.c shard, nanoGPT's train.bin), with
+    any --data-format or none, is a usage error naming the folder to give (it was read
+    as text: not valid utf-8, or told to make shards with prepare)."""
+    src = tmp_path / "in.txt"
+    src.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:2000])
+    assert run("prepare", src, "--out", tmp_path / "o").exit_code == 0
+    nano, _ = _meta_folder(tmp_path)
+    shard = next((tmp_path / "o").glob("in_train_*.bin"))
+    for path, what in ((shard, "an llm.c token shard"), (nano / "train.bin", "nanoGPT's"),
+                       (nano / "val.bin", "nanoGPT's")):
+        for fmt in ([], ["--data-format", "tokens"], ["--data-format", "text"]):
+            r = run("train", "--data", path, *fmt, "--steps", 1, "--samples", 0,
+                    "--out", tmp_path / "m.safetensors")
+            assert_one_line_error(r, f"--data {str(path)!r} is {what}",
+                                  f"give the folder that holds it, --data {path.parent}")
+            assert r.exit_code == 2
+    assert not (tmp_path / "m.safetensors").exists()
+
+
 def load_text_from(folder, text, block_size):
     path = folder / "t.txt"
     path.write_text(text, encoding="utf-8")

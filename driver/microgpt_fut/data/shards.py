@@ -234,6 +234,19 @@ def shard_sets(folder: Path) -> dict[str, dict[str, list[Path]]]:
     return sets
 
 
+def shard_file(path: Path) -> str | None:
+    """What a file is when it is one token file of a set, for a message: "an llm.c token
+    shard" (llm.c's magic, or named as its shards are: ``SHARD_NAME``), "nanoGPT's token
+    file" (train.bin, val.bin); else None (an unreadable file too)."""
+    path = Path(path)
+    try:
+        if SHARD_NAME.fullmatch(path.name) or is_llmc(path):
+            return "an llm.c token shard"
+    except OSError:
+        return None
+    return "nanoGPT's token file" if path.name in ("train.bin", "val.bin") else None
+
+
 def find_splits(folder: str | Path) -> tuple[list[Path], list[Path], str]:
     """The train and val token files of a folder and their format ("llm.c" or
     "nanogpt"): llm.c's shards named exactly ``{name}_train_{k:06d}.bin`` and

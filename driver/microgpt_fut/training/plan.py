@@ -32,12 +32,14 @@ from pathlib import Path
 from . import checkpoint as ckpt
 from . import hf
 from .checkpoint import Checkpoint
+from ..data.shards import shard_file
 from ..data.tokenizer import BPE_MIN_VOCAB, find_tokenizer_files
 from ..errors import DataError, OptionConflict, ResumeConflict, ResumeError
 from .family import FAMILIES, Family
 from .kinds import KINDS, Kind
 from .run import Run
 from .settings import DEFAULTS as SETTINGS_DEFAULTS, Settings
+from ..wording import shown_path
 
 # The defaults of how a fresh run reads its data, where the option is not given.
 DATA_DEFAULTS = {"encoding": "utf-8", "val_fraction": 0.1}
@@ -183,6 +185,10 @@ def family_and_kind(o: dict, given: dict) -> tuple[Family, Kind]:
     arch, fmt, source = o["arch"], o["data_format"], _source(o)
     data = None if o["data"] is None else Path(o["data"])
     folder = data is not None and data.is_dir()
+    shard = data is not None and data.is_file() and shard_file(data)
+    if shard:  # one file of a set: the folder is what trains (its splits, its tokenizer)
+        raise OptionConflict(f"--data {str(data)!r} is {shard}: give the folder that holds "
+                             f"it, --data {shlex.quote(shown_path(data.parent))}")
     if folder and fmt in ("lines", "text"):
         raise OptionConflict(f"--data {str(data)!r} is a folder, and --data-format {fmt} reads "
                              "a text file: give --data-format tokens for its token shards (or "
