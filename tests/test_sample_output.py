@@ -105,6 +105,45 @@ def test_plain_text_samples_are_json_lines(text_ckpt):
     assert pretty == "".join(f"{t}\n---------------\n" for t in texts)
 
 
+def test_the_default_prompt_leaves_no_empty_first_line(text_ckpt):
+    """Without --prompt (the default, a newline), `sample | head -1` printed an empty
+    line: each sample began with that newline. nanoGPT's format now begins each sample
+    with its first generated line, the rest as before (the --plain JSON strings, which
+    hold the newline, less that newline); a --prompt given is printed as given. In
+    subprocesses, with the pacing a user gets (several calls, pieces)."""
+    args = ("sample", "--checkpoint", text_ckpt, "-n", 3, "--max-new-tokens", 60)
+    plain = subprocess.run(_cli(*args, "--plain"), capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    pretty = subprocess.run(_cli(*args), capture_output=True, text=True, check=True).stdout
+    texts = [json.loads(line) for line in plain]
+    assert len(texts) == 3 and all(t.startswith("\n") for t in texts)
+    assert pretty == "".join(f"{t[1:]}\n---------------\n" for t in texts)
+    assert pretty.split("\n")[0] == texts[0].split("\n")[1] != ""
+    given = subprocess.run(_cli(*args, "--prompt", "\n"), capture_output=True, text=True,
+                           check=True).stdout
+    assert given == "".join(f"{t}\n---------------\n" for t in texts)
+
+
+def test_print_samples_leaves_out_the_unprinted_start_of_each_text_sample(capsys):
+    """print_samples(unprinted="\\n"): dropped at each text sample's start, also from a
+    sample whose first pieces are empty; kept where a sample begins otherwise, in --plain
+    and in names."""
+    from microgpt_fut.cli.sample_output import print_samples, unprinted_start
+    from microgpt_fut.training.sampling import Piece
+
+    assert unprinted_start(["\n"], False) == "\n"
+    assert unprinted_start(["\n"], True) == unprinted_start(["a"], False) == ""
+    chunks = [[Piece("\nab")], [Piece("c\nd", end=True)], [Piece(""), Piece("")],
+              [Piece("\nx", end=True), Piece("y\n", end=True)]]
+    print_samples(chunks, 3, "text", unprinted="\n")
+    assert capsys.readouterr().out == ("abc\nd\n---------------\nx\n---------------\n"
+                                       "y\n\n---------------\n")
+    print_samples(chunks, 3, "text", plain=True, unprinted="\n")
+    assert capsys.readouterr().out == '"\\nabc\\nd"\n"\\nx"\n"y\\n"\n'
+    print_samples([["\nann"]], 1, "names", header=False, unprinted="\n")
+    assert capsys.readouterr().out == "sample  1: \nann\n"
+
+
 def test_a_closed_pipe_ends_sampling_quietly(names_ckpt):
     """`sample -n 1000000 --plain | head -3`: no traceback, status 141 (SIGPIPE's)."""
     p = subprocess.Popen(_cli("sample", "--checkpoint", names_ckpt, "-n", N, "--plain"),

@@ -212,8 +212,9 @@ OPTIONS: dict[str, Option] = dict([
                                default=Path("model.safetensors"), show_default=True))),
     ("prompt", Option(("--prompt",), "Text models: the text to continue; give it several "
                       "times for several prompts, continued together (-n samples of each).  "
-                      "[default: a newline, or the vocabulary's first character when it has no "
-                      "newline]", dict(multiple=True))),
+                      "[default: a newline, not printed before each sample but in --plain's "
+                      "JSON; or the vocabulary's first character when it has no newline]",
+                      dict(multiple=True))),
     ("max_new_tokens", Option(("--max-new-tokens",), "Text models: tokens to generate after "
                               "the prompt (characters for a character vocabulary; a byte-level "
                               "BPE's tokens are bytes and merges of them).",

@@ -13,7 +13,7 @@ from .group import main
 from .options import check_sample_options, options
 from .values import INT64_MAX, check_threads, given_options
 from .running import sample_rows
-from .sample_output import print_samples
+from .sample_output import print_samples, unprinted_start
 
 
 @main.command()
@@ -66,7 +66,8 @@ def sample(ctx, **o):
         model = family.model(rt, ck.config, 0, contexts, None, ck.params, step=ck.step)
         print_samples(kind.iter_samples(model, tok, n, temperature, o["seed"], prompts,
                                         o["max_new_tokens"], o["top_k"], rows),
-                      total, "text" if kind.evaluates else "names", o["plain"])
+                      total, "text" if kind.evaluates else "names", o["plain"],
+                      unprinted=unprinted_start(prompts, bool(o["prompt"])))
 
 def _shown(chars: str, limit: int = 100) -> str:
     """A vocabulary's characters for a message: repr, cut after ``limit`` of them."""

@@ -15,11 +15,15 @@ Formats: microgpt's (``sample  1: emma``, after a header line on stderr: stdout 
 only the samples) and nanoGPT's (each
 text followed by a separator line) by default; ``plain`` prints one sample per
 line and nothing else, for pipes: a name as it is, a text sample as a JSON string
-(its newlines escaped, so that it stays on one line).
+(its newlines escaped, so that it stays on one line). The default prompt, a newline
+(``unprinted_start``), starts each text sample in the JSON strings only: in nanoGPT's
+format it would make every sample's first line empty (``sample | head -1`` printed
+an empty line), so a sample there begins with its first generated line.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Iterable
 
@@ -31,6 +35,24 @@ from ..wording import counted
 
 NAMES_HEADER = "\n--- inference (new, hallucinated names) ---"
 SEPARATOR = "---------------"  # nanoGPT sample.py's line after each sample
+
+
+def unprinted_start(prompts: list[str], given: bool) -> str:
+    """What nanoGPT's format leaves out at the start of each text sample: the default
+    prompt when it is a newline (nanoGPT's start, and an empty first line); "" for
+    prompts the user gave (``given``) or another default (the vocabulary's first
+    character, which is text)."""
+    return "\n" if not given and list(prompts) == ["\n"] else ""
+
+
+def _drop(pending: str, text: str) -> tuple[str, str]:
+    """(what is still to leave out of a sample's start, the text to print) after a piece
+    ``text`` of it, of which the start ``pending`` is left out where the text begins
+    with it (or is a start of it); a sample that begins otherwise is printed whole."""
+    n = len(os.path.commonprefix([pending, text]))
+    if n == len(pending) or n == len(text):
+        return pending[n:], text[n:]
+    return "", text
 
 
 def _line(kind: str, plain: bool, i: int, sample: str) -> str:
@@ -49,9 +71,10 @@ def _piece(plain: bool, text: str, starts: bool, ends: bool) -> str:
 
 
 def print_samples(chunks: Iterable[list], n: int, kind: str, plain: bool = False,
-                  header: bool = True) -> None:
+                  header: bool = True, unprinted: str = "") -> None:
     """Print the samples of ``chunks`` (lists of whole samples, str, or of Pieces of
-    text samples; n samples in all) as they come.
+    text samples; n samples in all) as they come. ``unprinted``: the start of each text
+    sample that nanoGPT's format leaves out (``unprinted_start``; --plain prints it).
 
     kind: "names" (microgpt's format, with its header line unless ``header`` is
     False or ``plain``) or "text" (nanoGPT's). A signal stops the printing after the
@@ -60,6 +83,8 @@ def print_samples(chunks: Iterable[list], n: int, kind: str, plain: bool = False
     closed pipe (``| head``) ends it quietly with status 141, as SIGPIPE would.
     """
     printed, inside = 0, False  # inside: a sample's pieces have begun, not its end
+    hide = "" if plain or kind != "text" else unprinted
+    pending = ""  # what is still to leave out of the start of the sample being printed
     try:
         with stop_on_signals() as stop:
             of_n = f"of {counted(n, 'sample')}"
@@ -69,11 +94,12 @@ def print_samples(chunks: Iterable[list], n: int, kind: str, plain: bool = False
                     click.echo(NAMES_HEADER, err=True)  # a banner: stdout holds the samples
                 for sample in part:
                     if isinstance(sample, Piece):
-                        click.echo(_piece(plain, sample.text, not inside, sample.end), nl=False)
+                        pending, text = _drop(pending if inside else hide, sample.text)
+                        click.echo(_piece(plain, text, not inside, sample.end), nl=False)
                         inside = not sample.end
                         printed += sample.end
                     else:
-                        click.echo(_line(kind, plain, printed, sample))
+                        click.echo(_line(kind, plain, printed, _drop(hide, sample)[1]))
                         printed += 1
                 sys.stdout.flush()
                 if stop():  # even after the last chunk: the signal came during its call

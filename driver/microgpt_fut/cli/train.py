@@ -19,7 +19,7 @@ from .options import options
 from .values import check_threads, given_options
 from .running import (check_memory, eval_line, exit_saved, ranks_here, sample_rows,
                       train_and_save)
-from .sample_output import print_samples
+from .sample_output import print_samples, unprinted_start
 
 _RESUME_HELP = """With --resume FILE the run saved in FILE continues: its model and
 tokenizer, --steps (the run's total, which fixes the learning-rate schedule), the
@@ -147,7 +147,7 @@ def train(ctx, **o):
         print_samples(kind.iter_samples(run.model, tok, n, temperature, s.seed, prompts,
                                         max_rows=rows),
                       n * max(1, len(prompts)), "text" if kind.evaluates else "names",
-                      header=not quiet)
+                      header=not quiet, unprinted=unprinted_start(prompts, False))
 
 
 
