@@ -3,8 +3,6 @@
 paths in the lines that name them unquoted (``shown_path``)."""
 from __future__ import annotations
 
-import os
-
 
 def counted(n: int, noun: str) -> str:
     """``n`` and the noun, singular for exactly 1, else with an "s".
@@ -18,6 +16,7 @@ def counted(n: int, noun: str) -> str:
 def shown_path(path) -> str:
     """A path as an unquoted line prints it ("data: ...", "saved ..."): as str(path), and
     "./-names.txt" for a relative path that starts with "-" (pathlib drops the "./" the
-    user gave, and "-names.txt" reads as an option)."""
-    text = os.fspath(path)
+    user gave, and "-names.txt" reads as an option). path: a str or Path, or anything
+    else as str() writes it (an MPI worker's --out is None, in a line it never prints)."""
+    text = str(path)
     return "./" + text if text.startswith("-") else text
