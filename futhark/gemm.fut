@@ -193,18 +193,18 @@ def first_rows [T][Rm] (R: i64) (n: i64) (m: i64) (y: [T][Rm]f32) : [n][m]f32 =
   (unflatten (opaque (flatten y) :> [(T * R) * m]f32))[:n]
 
 -- | `tasks` over the whole sum and every panel, with the left operand a: [r][c]
--- read by rows (a(i, k) = a[i, k]).  First-order and not inlined, with every
--- size a parameter: clang compiles it alone into the micro-kernel (c's recipe
--- step 1.2-1.4x faster than with every product inlined into the training
--- step), and the blocks are written in place into the array it returns
+-- read by rows from its column lo (a(i, k) = a[i, lo + k]).  First-order and not
+-- inlined, with every size a parameter: clang compiles it alone into the
+-- micro-kernel (c's recipe step 1.2-1.4x faster than with every product inlined
+-- into the training step), and the blocks are written in place into the array it returns
 -- (inlined, Futhark 0.25 copied the whole result once more: it did not see the
 -- map's strides R*m and m*R as equal).  Its arguments are copied instead where
 -- they lie in a loop's buffer or are a slice (a layer's weights): as many bytes
 -- a step as before.
 #[noinline]
-def tasks_rows [r][c][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
+def tasks_rows [r][c][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64) (lo: i64)
                             (a: [r][c]f32) (p: [J][K][16]f32) : [T][Rm]f32 =
-  tasks T G n m Rm 1 id (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[i, k]) p
+  tasks T G n m Rm 1 id (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[i, lo + k]) p
 
 -- | As `tasks_rows`, with a: [r][c] read by columns (a(i, k) = a[k, i]), passed
 -- flattened (rc = r c): as [r][c], multicore copied a whole before the product.
@@ -253,8 +253,16 @@ def gemm [r][c][K][J] (n: i64) (m: i64) (by_cols: bool) (a: [r][c]f32) (p: [J][K
   let y = if by_cols && c >= 768 && G == 1
           then tasks_strips T G n m (6 * G * m) (pack_strips (6 * r * ((c + 5) / 6)) r c (flatten a)) p
           else if by_cols then tasks_cols T G n m (6 * G * m) c (flatten a) p
-          else tasks_rows T G n m (6 * G * m) a p
+          else tasks_rows T G n m (6 * G * m) 0 a p
   in first_rows (6 * G) n m y
+
+-- | `gemm` by rows over K of a's columns from column lo: c[i][j] = sum over k < K
+-- of a[i, lo + k] * b[k][j] (p: b's panels), for the sums that `matmul_nn` splits.
+def gemm_rows_from [r][c][K][J] (lo: i64) (n: i64) (m: i64) (a: [r][c]f32) (p: [J][K][16]f32)
+                               : [n][m]f32 =
+  let G = blocks_per_task n J K
+  let T = (n + 6 * G - 1) / (6 * G)
+  in first_rows (6 * G) n m (tasks_rows T G n m (6 * G * m) lo a p)
 
 -- | `tasks` inlined where it is used, for attention's causal products, called
 -- per head inside a parallel map over the heads: through `tasks_rows`, each call
@@ -276,9 +284,21 @@ def gemm_band [K][J] (n: i64) (m: i64) (alpha: f32) (band: i64 -> i64 -> (i64, i
 def matmul_nt [N][K][M] (x: [N][K]f32) (w: [M][K]f32) : [N][M]f32 =
   gemm N M false x (panels_t_dense w)
 
--- | dy w: dy: [N][M], w: [M][K] -> [N][K] (a linear layer's dx).
+-- | dy w: dy: [N][M], w: [M][K] -> [N][K] (a linear layer's dx).  A sum over
+-- more than 2 kc terms (GPT-2's head: M = V = 50257) runs as products over
+-- chunks of kc = 2048 of them, added in order: a chunk's rows of w, packed, are
+-- 6 MB at 124M, which stay in the cache for every block of rows, where the whole
+-- sum's panels (154 MB) streamed from memory once per task of 48 rows.  The head's
+-- dx at GPT-2 124M alone on c: 0.78-0.89 s against 0.92-1.36 whole and NumPy's
+-- 0.78-0.81 (bench/README.md).  (dy's chunk is read where it lies: copied into
+-- rows of its own, as a slice passed to `tasks_rows` is, it took 0.93-1.14 s.)
 def matmul_nn [N][M][K] (dy: [N][M]f32) (w: [M][K]f32) : [N][K]f32 =
-  gemm N K false dy (panels_dense w)
+  let kc = 2048
+  in if M <= 2 * kc then gemm N K false dy (panels_dense w)
+     else loop acc = replicate N (replicate K 0) for c < (M + kc - 1) / kc do
+            let lo = c * kc
+            let p = panels_dense w[lo:lo + i64.min kc (M - lo)]
+            in map2 (map2 (+)) acc (gemm_rows_from lo N K dy p)
 
 -- | dy^T x: dy: [N][M], x: [N][K] -> [M][K] (a linear layer's dW): dy read by
 -- columns, six consecutive elements of a row per step, no transpose (in place,

@@ -97,6 +97,27 @@ def test_gradients_match_finite_differences(gpt2_rt, bias):
         assert all(not grad[n].any() for n in grad if n.endswith("_b"))
 
 
+def test_head_dx_in_chunks_matches_finite_differences(gpt2_rt):
+    """A vocabulary of 4,200 (over 2 x 2,048: gemm.fut's `matmul_nn` sums the head's dx
+    in three chunks, the last of 104 tokens): the gradients of the tensors that the
+    head's dx reaches first (ln_f's, the last block's MLP projection and its LayerNorm)
+    against central differences of the float64 reference loss, and the loss."""
+    vocab = 4200
+    cfg = GPT2Config(vocab_size=vocab, n_embd=C, n_head=NH, n_layer=1, block_size=T, bias=True)
+    rng = np.random.default_rng(5)
+    hf = {k: a.astype(np.float32).astype(np.float64)
+          for k, a in R.random_params(R.hf_shapes(vocab, C, 1, T, True), rng, 0.3).items()}
+    w = rng.integers(0, vocab, size=(3, T + 1))
+    loss, grad = model_of(gpt2_rt, cfg, hf).loss_grad(w)
+    assert loss == pytest.approx(R.loss(hf, w, NH), rel=1e-5)
+    got = cfg.to_file(grad)
+    for name in ("ln_f.weight", "ln_f.bias", "h.0.mlp.c_proj.bias", "h.0.ln_2.weight"):
+        expected = R.numeric_grad(hf, name, w, NH)
+        scale = np.abs(expected).max()
+        assert scale > 0, name
+        assert np.abs(got[name] - expected).max() <= 1e-4 * scale + 1e-7, name
+
+
 def test_gradient_by_hand_equals_vjp2s(runtime_cache):
     """c and multicore compute the gradient by the backward written by hand
     (futhark/gpt2_grad.fut), opencl and cuda by vjp2 of the forward (`grad_by_hand`
