@@ -1,6 +1,7 @@
 """The command line (click): train -> checkpoint -> sample, and one-line errors."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -421,7 +422,36 @@ def test_a_broken_symbolic_link_is_named_with_its_target(tmp_path):
     out.symlink_to("new.safetensors")
     r = run("train", "--data", data, "--steps", 1, "--samples", 0, "--out", out)
     assert r.exit_code == 0, r.output
-    assert ckpt.load(out).step == 1
+    assert out.is_symlink() and ckpt.load(tmp_path / "new.safetensors").step == 1
+
+
+def test_paths_a_run_cannot_record_or_write(tmp_path):
+    """A name that is not UTF-8 (a run records its paths as text: the run trained, then
+    its save failed with a traceback and the training was lost) is a usage error naming
+    the option, before any work; so is --out NAME/ for a checkpoint not made yet (it
+    wrote a file NAME). A save through a link writes the file it points to and keeps the
+    link (the atomic save renamed its new file over the link)."""
+    need_backend("c")
+    data = small_data(tmp_path, 20)
+    bad = tmp_path / os.fsdecode(b"bad\xffname.txt")
+    bad.write_bytes(data.read_bytes())
+    for args, option in ((["train", "--data", bad, "--steps", 1], "--data"),
+                         (["train", "--data", data, "--out", tmp_path / os.fsdecode(b"o\xff")],
+                          "--out"),
+                         (["prepare", bad, "--out", tmp_path / "s"], "INPUTS")):
+        r = run(*args)
+        assert_one_line_error(r, option, "the name is not UTF-8", "rename it")
+        assert r.exit_code == 2
+    r = run("train", "--data", data, "--steps", 1, "--out", str(tmp_path / "newdir") + "/")
+    assert_one_line_error(r, "--out", "ends with /", "give a file name")
+    assert r.exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([bad.name, "names.txt"])
+    real, link = tmp_path / "real.safetensors", tmp_path / "link.safetensors"
+    assert run("train", "--data", data, "--steps", 1, "--samples", 0, "--out", real).exit_code == 0
+    link.symlink_to(real.name)
+    r = run("train", "--data", data, "--steps", 2, "--samples", 0, "--out", link, "--overwrite")
+    assert r.exit_code == 0, r.output
+    assert link.is_symlink() and ckpt.load(real).step == 2
 
 
 def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):

@@ -13,7 +13,7 @@ from .values import GivenPath
 
 @main.command("export-hf")
 @click.argument("checkpoint", type=GivenPath())
-@click.argument("folder", type=GivenPath(reads=False))
+@click.argument("folder", type=GivenPath(reads=False, folder=True))
 @click.option("--overwrite", is_flag=True,
               help="Write into a FOLDER that is not empty: the files an export writes are "
                    "replaced, every other file and folder stays.")

@@ -63,7 +63,8 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
             raise bad_option(f"{label} is an empty path: give a "
                              + ("folder" if label == "--out" else "text file"))
         # input.txt/ (not a folder), a broken link to read
-        for problem in filter(None, (path_problem(g, label != "--out") for g in given)):
+        for problem in filter(None, (path_problem(g, label != "--out", label == "--out")
+                                      for g in given)):
             raise bad_option(f"{label} {problem}")
     inputs, val_inputs, out = list(map(Path, inputs)), list(map(Path, val_inputs)), Path(out)
     if tokenizer.lower() in ("char", "bpe") and not os.path.lexists(tokenizer):

@@ -62,12 +62,14 @@ def train(ctx, **o):
     if done is not None:  # a no-op (status 0), once the data is the run's own: no backend,
         with user_errors():  # nothing written, no samples
             kind.open(p)
-        say(done)
+        say_note(done)  # the outcome, even with -q: nothing happened
         return
     rows = s.batch_size * s.grad_accum
     cli_mpi.check_split(world, rows, f"--batch-size {s.batch_size}" + (
         f" x --grad-accum {s.grad_accum} = {rows} windows a step" if kind.evaluates else ""))
-    out = p.out
+    # through a link to its target: the atomic save renames a new file over --out, which
+    # replaced the link itself (the user's real.safetensors stayed as it was)
+    out = Path(os.path.realpath(p.out)) if os.path.islink(p.out) else p.out
     check_out(out, p.data, p.resume_path, o["overwrite"])
     lock_out(ctx, out)
     if kind.evaluates:

@@ -91,14 +91,22 @@ def check_positive(ctx, param, value):
     return value
 
 
-def path_problem(value: str, reads: bool = True) -> str | None:
+def path_problem(value: str, reads: bool = True, folder: bool = False) -> str | None:
     """What is wrong with a path as given, before pathlib reads it, or None: "" (Path("")
-    is "."), a trailing / after a name that is not a folder (pathlib drops the /, and
-    names.txt/ read the file: the OS says "not a directory"), and for a path to read
-    (``reads``; not --out, which may name a new file through a link) a broken symbolic
-    link, named with its target (it was said not to exist, the link being there)."""
+    is "."), a name that is not UTF-8 (a run records its paths as text: such a name failed
+    at the save, after the training), a trailing / after a name that is not a folder
+    (pathlib drops the /, and names.txt/ read the file: the OS says "not a directory"),
+    a file to write (not ``reads`` nor ``folder``) named with a trailing / (--out
+    newdir/ wrote a file "newdir"), and for a path to read (``reads``; not --out, which
+    may name a new file through a link) a broken symbolic link, named with its target
+    (it was said not to exist, the link being there)."""
     if value == "":
         return "is empty; give a path"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return (f"{value!r}: the name is not UTF-8 (a byte shown as \\udcXX); rename it "
+                "with UTF-8 characters")
     link = value.rstrip("/") or value
     if reads and os.path.islink(link) and not os.path.exists(link):
         try:
@@ -113,6 +121,8 @@ def path_problem(value: str, reads: bool = True) -> str | None:
     if value.endswith("/") and os.path.lexists(value.rstrip("/")) and not os.path.isdir(value):
         return (f"{value!r}: not a directory (a file named with a trailing /); give it "
                 "without the /")
+    if not reads and not folder and value.endswith("/") and not os.path.isdir(value):
+        return f"{value!r} ends with /, as a folder's name does; give a file name"
     return None
 
 
@@ -122,14 +132,16 @@ class GivenPath(click.Path):
     ".", so an empty value (an unset shell variable) named the current folder, and
     `--data ""` trained on the shards there; `--data names.txt/` read the file; a
     broken link was said not to exist. reads: False for a path written (--out), which
-    may be a link to a file not made yet."""
+    may be a link to a file not made yet; folder: True for a folder written (export-hf's
+    FOLDER), which may be named with a trailing /."""
 
-    def __init__(self, reads: bool = True, **kw):
+    def __init__(self, reads: bool = True, folder: bool = False, **kw):
         super().__init__(**kw)
-        self.reads = reads
+        self.reads, self.folder = reads, folder
 
     def convert(self, value, param, ctx):
-        problem = path_problem(value, self.reads) if isinstance(value, str) else None
+        problem = (path_problem(value, self.reads, self.folder) if isinstance(value, str)
+                   else None)
         if problem:
             self.fail(problem, param, ctx)
         return Path(super().convert(value, param, ctx))
