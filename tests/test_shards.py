@@ -783,14 +783,15 @@ def test_a_block_size_longer_than_the_shards_is_a_usage_error(tmp_path):
     # the shards' message names the sizes and the fix: the largest --block-size that fits
     (n_train,), (n_val,) = ([read_llmc(p)[2] for p in sorted((tmp_path / "o").glob(f"*_{s}_*"))]
                             for s in ("train", "val"))
+    fits = min(n_train, n_val) - 1  # both splits' (the first hint ignored the val split's)
     for block, split, n, more in ((1900, "training", n_train, "shards of more text"),
                                   (n_val, "validation", n_val, "a larger validation split")):
         r = run("train", "--data", tmp_path / "o", "--block-size", block, "--steps", 1)
         assert_one_line_error(r, f"the {split} shards hold {n:,} tokens",
                               f"--block-size {block} needs at least {block + 1}",
-                              f"use --block-size {n - 1} or less, or {more}")
+                              f"use --block-size {fits} or less, or {more}")
         assert r.exit_code == 2
-    r = run("train", "--data", tmp_path / "o", "--block-size", n_val - 1, "--steps", 1,
+    r = run("train", "--data", tmp_path / "o", "--block-size", fits, "--steps", 1,
             "--samples", 0, "--out", tmp_path / "m.safetensors")
     assert r.exit_code == 0, r.output
 

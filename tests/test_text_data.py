@@ -203,6 +203,12 @@ def test_text_too_short(tmp_path):
     assert "short.txt" in msg and "has 5 characters" in msg
     assert "--block-size 64 needs at least 65" in msg
     load_text(p, 4, 0.0)  # exactly block_size + 1 characters is enough
+    # the fix, the largest block both splits hold: 40 characters at 0.1 keep 36 and 4
+    p = _file(tmp_path, "x" * 40, "forty.txt")
+    msg = _one_line_error(load_text, p, 64)
+    assert "has 40 characters" in msg and "use --block-size 3 or less" in msg
+    load_text(p, 3)
+    assert "give a longer text" in _one_line_error(load_text, _file(tmp_path, "ab"), 8)
 
 
 def test_train_split_too_short(tmp_path):
@@ -210,14 +216,14 @@ def test_train_split_too_short(tmp_path):
     p = _file(tmp_path, "abcdefghijklmnopqrst", "s.txt")
     msg = _one_line_error(load_text, p, 5, 0.75)
     assert "s.txt" in msg and "train" in msg and "has 5 " in msg
-    assert "--block-size" in msg and "--val-fraction" in msg
+    assert "use --block-size 4 or less" in msg and "smaller --val-fraction" in msg
 
 
 def test_val_split_too_short(tmp_path):
     p = _file(tmp_path, TEXT, "v.txt")  # val = 6 characters
     msg = _one_line_error(load_text, p, 6)
     assert "v.txt" in msg and "validation" in msg and "has 6 " in msg
-    assert "smaller --block-size" in msg and "larger --val-fraction" in msg
+    assert "use --block-size 5 or less" in msg and "larger --val-fraction" in msg
     assert len(load_text(p, 5).val) == 6  # 6 = block_size + 1 is enough
     assert len(load_text(p, 6, 0.0).val) == 0  # no validation split: no check
 

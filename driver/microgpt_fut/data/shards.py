@@ -403,8 +403,9 @@ def load_tokens(folder: str | Path, block_size: int,
 
     Raises DataError (one line naming the folder or file) when there are no shards, a
     shard is bad (``open_shard``), there is no tokenizer or a token is out of range;
-    OptionConflict (naming --block-size, the sizes and the largest that fits) when a
-    split is shorter than block_size + 1 tokens (the val split may be absent).
+    OptionConflict (naming --block-size, the sizes and the largest that both splits
+    fit) when a split is shorter than block_size + 1 tokens (the val split may be
+    absent).
     """
     folder = Path(folder)
     train_files, val_files, fmt = find_splits(folder)
@@ -413,13 +414,15 @@ def load_tokens(folder: str | Path, block_size: int,
         raise DataError(f"--data {str(folder)!r} has no tokenizer.json (nor meta.pkl): give "
                         "--tokenizer PATH")
     train, val = TokenStream(train_files, fmt), TokenStream(val_files, fmt)
+    # the largest block that both splits hold (the val split may be absent)
+    fits = min(len(train), len(val) or len(train)) - 1
     for split, stream in (("training", train), ("validation", val)):
         stream.check_below(tok.size)
         n = len(stream)
         if (stream is train or n) and n < block_size + 1:
             more = ("a larger validation split (prepare's --val-fraction or --val)"
                     if stream is val else "shards of more text")
-            fix = f"use --block-size {n - 1} or less, or {more}" if n >= 2 else f"give {more}"
+            fix = f"use --block-size {fits} or less, or {more}" if fits >= 1 else f"give {more}"
             raise OptionConflict(f"--data {str(folder)!r}: the {split} shards hold "
                                  f"{counted(n, 'token')}; --block-size {block_size} "
                                  f"needs at least {block_size + 1}: {fix}")

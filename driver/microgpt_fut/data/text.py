@@ -132,7 +132,8 @@ def load_text(path: str | Path, block_size: int, val_fraction: float = 0.1,
     does (naming the file), and OptionConflict (naming the option) when val_fraction
     is not in [0, 1), block_size < 1,
     or the text, the train split or (val_fraction > 0) the validation split has
-    fewer than block_size + 1 tokens.
+    fewer than block_size + 1 tokens (with the largest --block-size that both splits
+    hold).
     """
     if not 0 <= val_fraction < 1:
         raise OptionConflict(f"--val-fraction {val_fraction} must be in [0, 1)")
@@ -144,23 +145,32 @@ def load_text(path: str | Path, block_size: int, val_fraction: float = 0.1,
     vocab = CharVocab.from_text(text) if tokenizer is None else tokenizer
     # a character vocabulary's tokens are the characters, so its messages say characters
     unit = "characters" if isinstance(vocab, CharVocab) else "tokens"
+    def fix(n: int, other: str = "") -> str:
+        # the largest block that both splits of n tokens hold at this --val-fraction
+        n_train = int(n * (1 - val_fraction))
+        fits = min(n_train, n - n_train if val_fraction > 0 else n_train) - 1
+        return (f": use --block-size {fits} or less" + other if fits >= 1
+                else ": give a longer text" + other)
+
     if len(text) < need and unit == "characters":
         raise OptionConflict(f"data file {name!r} has {counted(len(text), 'character')}; "
-                        f"--block-size {block_size} needs at least {need}")
+                             f"--block-size {block_size} needs at least {need}"
+                             + fix(len(text)))
     tokens = vocab.encode(text, f"data file {name!r}")
     if len(tokens) < need:
         raise OptionConflict(f"data file {name!r} has {counted(len(tokens), 'token')}; "
-                        f"--block-size {block_size} needs at least {need}")
+                             f"--block-size {block_size} needs at least {need}"
+                             + fix(len(tokens)))
     n_train = int(len(tokens) * (1 - val_fraction))
     train, val = tokens[:n_train], tokens[n_train:]
     if len(train) < need:
         raise OptionConflict(f"data file {name!r}: the training split has {len(train)} of "
-                        f"{len(tokens)} {unit}; --block-size {block_size} needs at least "
-                        f"{need}: use a smaller --block-size or a smaller --val-fraction")
+                             f"{len(tokens)} {unit}; --block-size {block_size} needs at least "
+                             f"{need}" + fix(len(tokens), ", or a smaller --val-fraction"))
     if val_fraction > 0 and len(val) < need:
         raise OptionConflict(f"data file {name!r}: the validation split has {len(val)} of "
-                        f"{len(tokens)} {unit}; --block-size {block_size} needs at least "
-                        f"{need}: use a smaller --block-size or a larger --val-fraction")
+                             f"{len(tokens)} {unit}; --block-size {block_size} needs at least "
+                             f"{need}" + fix(len(tokens), ", or a larger --val-fraction"))
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
     return TextData(vocab, train, val, block_size, val_fraction, name, sha256, encoding,
                     len(text))
