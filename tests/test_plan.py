@@ -340,3 +340,20 @@ def test_a_folder_of_shards_trains_without_data_format(text, tmp_path):
         r = run("train", "--data-format", "tokens", "--data", tmp_path / "nowhere", *source,
                 "--steps", 2, "--out", tmp_path / "y.safetensors")
         assert_one_line_error(r, f"--data {str(tmp_path / 'nowhere')!r} does not exist")
+
+
+def test_tokenizer_kinds_in_any_case_as_prepare_reads_them(text, tmp_path):
+    """`train --tokenizer CHAR` is --tokenizer char, as prepare reads it (it was taken for
+    a path: "tokenizer 'CHAR' does not exist"); a file of that name is still a path."""
+    need_backend("c")
+    outs = []
+    for kind in ("char", "CHAR"):
+        outs.append(tmp_path / f"{kind}.safetensors")
+        r = run("train", "--arch", "gpt2", "--data", text, "--tokenizer", kind, *SIZES,
+                "--steps", 1, "--samples", 0, "--out", outs[-1])
+        assert r.exit_code == 0, r.output
+    assert ckpt.load(outs[0]).tokenizer.to_json() == ckpt.load(outs[1]).tokenizer.to_json()
+    (tmp_path / "Bpe").write_text("not a tokenizer")
+    r = run("train", "--arch", "gpt2", "--data", text, "--tokenizer", tmp_path / "Bpe", *SIZES,
+            "--steps", 1, "--out", tmp_path / "b.safetensors")
+    assert r.exit_code != 0 and "Bpe" in r.output

@@ -15,6 +15,7 @@ import dataclasses
 import gc
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -201,12 +202,23 @@ def test_resuming_a_complete_run_writes_nothing(saved, tmp_path):
     assert r.stdout == ""
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr
+    more = out.with_name(out.stem + "_more.safetensors")
     for fragment in (str(out), "complete at step 30 of 30", "nothing to train",
-                     "nothing written", f"--init-from {out}", f"--data {copy}", "--steps N"):
+                     "nothing written", f"microgpt-fut train --init-from {out}",
+                     f"--data {copy}", "--steps 30", f"--out {more}"):
         assert fragment in lines[0], (fragment, lines[0])
     assert out.read_bytes() == before and out.stat().st_mtime_ns == mtime
     assert ckpt.load(out).train["data_path"] == str(data.resolve())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.txt"]
+    r = run("train", "--resume", out, "-q")  # the outcome, even with -q
+    assert r.exit_code == 0 and "nothing to train" in r.stderr, r.output
+    hint = shlex.split(lines[0].split("from its weights: microgpt-fut ")[1])
+    r = run(*hint, "--samples", 0)  # the hint as given works
+    assert r.exit_code == 0, r.output
+    assert ckpt.load(more).step == 30 and out.read_bytes() == before
+    more.unlink()
+    for extra in tmp_path.glob(more.stem + ".losses.*"):
+        extra.unlink()
     r = run("train", "--resume", out, "--steps", 60)
     assert_one_line_error(r, "--steps 60 does not match", "complete", f"--init-from {out}",
                           "--steps 60")

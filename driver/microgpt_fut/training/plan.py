@@ -25,6 +25,7 @@ errors.ResumeError (a checkpoint that cannot serve), one line each.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,8 +275,11 @@ def make(o: dict, given: dict) -> Plan:
 
 
 def _tokenizer(p: Plan, o: dict) -> None:
-    """A fresh run's tokenizer choice: --tokenizer char|bpe|PATH (text), PATH (tokens)."""
+    """A fresh run's tokenizer choice: --tokenizer char|bpe|PATH (text), PATH (tokens);
+    the kinds in any case, as prepare reads them, unless a file has that name."""
     choice, size = o.get("tokenizer"), o.get("vocab_size")
+    if choice is not None and choice.lower() in ("char", "bpe") and not os.path.lexists(choice):
+        choice = choice.lower()
     if p.kind.name == "tokens" and choice in ("char", "bpe"):
         raise OptionConflict(f"--tokenizer {choice} does not apply to --data-format tokens: "
                              "shards are read with the tokenizer that made them"
@@ -335,13 +339,16 @@ def _init(p: Plan, o: dict, given: dict) -> None:
     p.init, p.tokenizer = init, p.kind.model_tokenizer(init)
 
 
-def further(path: Path, data, steps: int | str = "N") -> str:
+def further(path: Path, data, steps: int) -> str:
     """How to train a complete run's model further (a resumed run keeps its --steps,
-    which fix its learning-rate schedule): a new run from its weights on ``data`` (the
-    run's; None or "": the built-in names), to another --out."""
-    on = f" --data {shlex.quote(str(data))}" if data else ""
-    return (f"to train further, start a new run from its weights: train --init-from "
-            f"{shlex.quote(str(path))}{on} --steps {steps} --out NEW.safetensors")
+    which fix its learning-rate schedule): a command of a new run from its weights on
+    ``data`` (the run's; None or "": the built-in names), ``steps`` more steps, to a new
+    --out beside it (NAME_more.safetensors)."""
+    on = f" --data {shlex.quote(shown_path(data))}" if data else ""
+    more = Path(path).with_name(f"{Path(path).stem}_more{Path(path).suffix}")
+    return (f"to train further, start a new run from its weights: microgpt-fut train "
+            f"--init-from {shlex.quote(shown_path(path))}{on} --steps {steps} "
+            f"--out {shlex.quote(shown_path(more))}")
 
 
 def complete(p: Plan) -> str | None:
@@ -351,7 +358,8 @@ def complete(p: Plan) -> str | None:
         return None
     return (f"checkpoint {str(p.resume_path)!r}: the run is complete at step {p.resume.step} "
             f"of {p.settings.num_steps}, nothing to train (nothing written); a resumed run "
-            f"keeps its --steps, so {further(p.resume_path, p.data)}")
+            f"keeps its --steps, so "
+            f"{further(p.resume_path, p.data, p.settings.num_steps)}")
 
 
 def _resume(o: dict, given: dict, family: Family, kind: Kind) -> Plan:
