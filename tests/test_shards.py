@@ -298,13 +298,26 @@ def test_one_token_file_as_data_is_told_to_give_its_folder(tmp_path):
     shard = next((tmp_path / "o").glob("in_train_*.bin"))
     for path, what in ((shard, "an llm.c token shard"), (nano / "train.bin", "nanoGPT's"),
                        (nano / "val.bin", "nanoGPT's")):
-        for fmt in ([], ["--data-format", "tokens"], ["--data-format", "text"]):
+        for fmt in ([], ["--data-format", "tokens"]):
             r = run("train", "--data", path, *fmt, "--steps", 1, "--samples", 0,
                     "--out", tmp_path / "m.safetensors")
             assert_one_line_error(r, f"--data {str(path)!r} is {what}",
                                   f"give the folder that holds it, --data {path.parent}")
             assert r.exit_code == 2
+        # where the run reads a text file, the hint is not the folder (refused in turn)
+        r = run("train", "--data", path, "--data-format", "text", "--steps", 1)
+        assert_one_line_error(r, f"is {what}", "--data-format text reads a text file",
+                              "without --data-format")
+        assert r.exit_code == 2
     assert not (tmp_path / "m.safetensors").exists()
+    lines = tmp_path / "lines.safetensors"
+    r = run("train", "--data", src, "--steps", 1, "--samples", 0, "--out", lines)
+    assert r.exit_code == 0, r.output
+    for path in (shard, nano / "train.bin"):
+        r = run("train", "--resume", lines, "--data", path)
+        assert_one_line_error(r, f"--resume {str(lines)!r} continues a model of lines",
+                              "give its data file")
+        assert r.exit_code == 2
 
 
 def load_text_from(folder, text, block_size):

@@ -188,8 +188,20 @@ def family_and_kind(o: dict, given: dict) -> tuple[Family, Kind]:
     folder = data is not None and data.is_dir()
     shard = data is not None and data.is_file() and shard_file(data)
     if shard:  # one file of a set: the folder is what trains (its splits, its tokenizer)
+        folder_hint = f"--data {shlex.quote(shown_path(data.parent))}"
+        if fmt in ("lines", "text"):  # not the folder, which this format refuses in turn
+            raise OptionConflict(f"--data {str(data)!r} is {shard}, and --data-format {fmt} "
+                                 f"reads a text file: give one (or the shards' folder, "
+                                 f"{folder_hint}, without --data-format)")
+        if source is not None and source[0] == "--resume" and not hf.is_folder(source[1]):
+            theirs = ckpt.read_metadata(source[1]).get("data_format", "lines")
+            if theirs != "tokens":
+                raise OptionConflict(f"--data {str(data)!r} is {shard}, and --resume "
+                                     f"{str(source[1])!r} continues a model of {theirs}: give "
+                                     "its data file with --data (or leave --data out: the "
+                                     "run's own)")
         raise OptionConflict(f"--data {str(data)!r} is {shard}: give the folder that holds "
-                             f"it, --data {shlex.quote(shown_path(data.parent))}")
+                             f"it, {folder_hint}")
     if folder and fmt in ("lines", "text"):
         raise OptionConflict(f"--data {str(data)!r} is a folder, and --data-format {fmt} reads "
                              "a text file: give --data-format tokens for its token shards (or "
