@@ -230,6 +230,20 @@ class StreamKind(Kind):
     def _kind_of(self, data: Stream) -> str:
         return "characters" if isinstance(data.vocab, CharVocab) else "byte-level BPE"
 
+    no_val = ""  # the data line's words for a stream without a validation split
+
+    def _held(self, data) -> str:
+        """What the data line says the stream is made of, before its token count."""
+        raise NotImplementedError
+
+    def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
+        data = stream.data
+        return (f"data: {shown_path(data.path)} | {self._held(data)}"
+                f"{counted(data.n_tokens, 'token')}, "
+                f"vocab size {data.vocab.size} ({self._kind_of(stream)}) | train "
+                f"{counted(len(data.train), 'token')}, "
+                + (f"val {len(data.val):,}" if len(data.val) else self.no_val), "")
+
 
 class TextKind(StreamKind):
     """A text file as one stream (data/text.py): its characters, a BPE trained on its
@@ -259,14 +273,10 @@ class TextKind(StreamKind):
         except OSError:
             return None
 
-    def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
-        data = stream.data
-        return (f"data: {shown_path(data.path)} | {counted(data.n_chars, 'character')}, "
-                f"{counted(data.n_tokens, 'token')}, "
-                f"vocab size {data.vocab.size} ({self._kind_of(stream)}) | train "
-                f"{counted(len(data.train), 'token')}, "
-                + (f"val {len(data.val):,}" if len(data.val)
-                   else "no validation (--val-fraction 0)"), "")
+    no_val = "no validation (--val-fraction 0)"
+
+    def _held(self, data) -> str:
+        return f"{counted(data.n_chars, 'character')}, "
 
 
 class TokensKind(StreamKind):
@@ -306,13 +316,10 @@ class TokensKind(StreamKind):
                     + f") than {_tokenizer_fix(plan, tok)}")
         return load_tokens(plan.data, plan.block_size, tok)
 
-    def describe(self, stream: Stream, block_size: int) -> tuple[str, str]:
-        data = stream.data
-        return (f"data: {shown_path(data.path)} | token shards, "
-                f"{counted(data.n_tokens, 'token')}, "
-                f"vocab size {data.vocab.size} ({self._kind_of(stream)}) | train "
-                f"{counted(len(data.train), 'token')}, "
-                + (f"val {len(data.val):,}" if len(data.val) else "no validation shards"), "")
+    no_val = "no validation shards"
+
+    def _held(self, data) -> str:
+        return "token shards, "
 
     def data_tokens(self, data: Stream, block_size: int) -> int:
         return 0  # memory-mapped
