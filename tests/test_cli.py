@@ -452,6 +452,11 @@ def test_paths_a_run_cannot_record_or_write(tmp_path):
     r = run("train", "--data", data, "--steps", 2, "--samples", 0, "--out", link, "--overwrite")
     assert r.exit_code == 0, r.output
     assert link.is_symlink() and ckpt.load(real).step == 2
+    loop = tmp_path / "loop.safetensors"
+    loop.symlink_to(loop.name)  # a link to itself: nothing to write through
+    r = run("train", "--data", data, "--steps", 1, "--out", loop)
+    assert_one_line_error(r, "--out", "symbolic link in a loop", "give another --out")
+    assert r.exit_code == 2 and loop.is_symlink()
 
 
 def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):

@@ -313,8 +313,8 @@ def test_one_token_file_as_data_is_told_to_give_its_folder(tmp_path):
     lines = tmp_path / "lines.safetensors"
     r = run("train", "--data", src, "--steps", 1, "--samples", 0, "--out", lines)
     assert r.exit_code == 0, r.output
-    for path in (shard, nano / "train.bin"):
-        r = run("train", "--resume", lines, "--data", path)
+    for path, fmt in ((shard, []), (nano / "train.bin", ["--data-format", "lines"])):
+        r = run("train", "--resume", lines, "--data", path, *fmt)
         assert_one_line_error(r, f"--resume {str(lines)!r} continues a model of lines",
                               "give its data file")
         assert r.exit_code == 2

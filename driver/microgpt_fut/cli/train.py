@@ -2,6 +2,7 @@
 checkpoint and the samples after it."""
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -12,8 +13,8 @@ from ..parallel.mpi_world import World
 from ..training import choices, curves, plan
 from ..wording import counted, shown_path
 from . import mpi as cli_mpi
-from .common import (backend_of, check_out, exit_if_stdout_closed, lock_out, runtime,
-                     saved_step, say_note, user_errors)
+from .common import (backend_of, bad_option, check_out, exit_if_stdout_closed, lock_out,
+                     runtime, saved_step, say_note, user_errors)
 from .group import main
 from .options import options
 from .values import check_threads, given_options
@@ -69,7 +70,15 @@ def train(ctx, **o):
         f" x --grad-accum {s.grad_accum} = {rows} windows a step" if kind.evaluates else ""))
     # through a link to its target: the atomic save renames a new file over --out, which
     # replaced the link itself (the user's real.safetensors stayed as it was)
-    out = Path(os.path.realpath(p.out)) if os.path.islink(p.out) else p.out
+    out = p.out
+    if os.path.islink(out):
+        try:
+            os.stat(out)
+        except OSError as e:  # a dangling link is written through; a loop cannot be
+            if e.errno == errno.ELOOP:
+                raise bad_option(f"--out {str(out)!r} is a symbolic link in a loop "
+                                 f"({e.strerror}): fix the link, or give another --out")
+        out = Path(os.path.realpath(out))
     check_out(out, p.data, p.resume_path, o["overwrite"])
     lock_out(ctx, out)
     if kind.evaluates:

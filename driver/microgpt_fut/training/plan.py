@@ -189,10 +189,6 @@ def family_and_kind(o: dict, given: dict) -> tuple[Family, Kind]:
     shard = data is not None and data.is_file() and shard_file(data)
     if shard:  # one file of a set: the folder is what trains (its splits, its tokenizer)
         folder_hint = f"--data {shlex.quote(shown_path(data.parent))}"
-        if fmt in ("lines", "text"):  # not the folder, which this format refuses in turn
-            raise OptionConflict(f"--data {str(data)!r} is {shard}, and --data-format {fmt} "
-                                 f"reads a text file: give one (or the shards' folder, "
-                                 f"{folder_hint}, without --data-format)")
         if source is not None and source[0] == "--resume" and not hf.is_folder(source[1]):
             theirs = ckpt.read_metadata(source[1]).get("data_format", "lines")
             if theirs != "tokens":
@@ -200,6 +196,10 @@ def family_and_kind(o: dict, given: dict) -> tuple[Family, Kind]:
                                      f"{str(source[1])!r} continues a model of {theirs}: give "
                                      "its data file with --data (or leave --data out: the "
                                      "run's own)")
+        if fmt in ("lines", "text"):  # not the folder, which this format refuses in turn
+            raise OptionConflict(f"--data {str(data)!r} is {shard}, and --data-format {fmt} "
+                                 f"reads a text file: give one (or the shards' folder, "
+                                 f"{folder_hint}, without --data-format)")
         raise OptionConflict(f"--data {str(data)!r} is {shard}: give the folder that holds "
                              f"it, {folder_hint}")
     if folder and fmt in ("lines", "text"):
