@@ -305,7 +305,12 @@ def shards_digest(folder: str | Path) -> str:
     identities: what ``load_tokens`` records), without reading the tokens. Raises
     DataError as ``find_splits`` and ``open_shard`` do."""
     train_files, val_files, fmt = find_splits(folder)
-    return digest(TokenStream(train_files, fmt).identity() + TokenStream(val_files, fmt).identity())
+    return streams_digest(TokenStream(train_files, fmt), TokenStream(val_files, fmt))
+
+
+def streams_digest(train: TokenStream, val: TokenStream) -> str:
+    """What a run records of its shards: ``digest`` of the train, then val identities."""
+    return digest(train.identity() + val.identity())
 
 
 # --------------------------------------------------------------------------- writing
@@ -426,5 +431,4 @@ def load_tokens(folder: str | Path, block_size: int,
             raise OptionConflict(f"--data {str(folder)!r}: the {split} shards hold "
                                  f"{counted(n, 'token')}; --block-size {block_size} "
                                  f"needs at least {block_size + 1}: {fix}")
-    sha = digest(train.identity() + val.identity())
-    return TextData(tok, train, val, block_size, 0.0, str(folder), sha)
+    return TextData(tok, train, val, block_size, 0.0, str(folder), streams_digest(train, val))
