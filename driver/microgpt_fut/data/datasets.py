@@ -96,11 +96,6 @@ class Lines:
         n_pos = n_pos[idx]
         return tokens[idx][:, None], n_pos[:, None], int(n_pos.sum())
 
-    def other_data(self, train: dict) -> str:
-        """Why these documents cannot resume the run of a checkpoint's ``train`` entries
-        (``other_documents``)."""
-        return other_documents(self.info, train)
-
     def train_entries(self, step: int, settings) -> dict:
         """The checkpoint's data entries: description, absolute path ("" built-in),
         sha256 of the documents, their number, encoding, cursor (step * B)."""
