@@ -5,6 +5,8 @@
 #                              libraries (microgpt's and GPT-2's): what `train` needs
 #   ./build.sh all             the same, and every backend (what the tests need)
 #   BACKENDS="c multicore" ./build.sh    only these targets
+#   VECTOR_BITS=256 ./build.sh  the products' vector width (256 or 512; by default 512 on
+#                              Intel's AVX-512 cores, else 256)
 #   ./build.sh targets         each target's program, backend, layout, C compiler and
 #                              flags as this machine resolves targets.txt (nothing built)
 #   GENERATE_ONLY=1 BACKENDS="cuda gpt2_cuda" MICROGPT_FUT_BUILD=DIR ./build.sh
@@ -45,11 +47,12 @@ field() {  # field TARGET COLUMN: the column (program, backend, layout, compiler
     END { exit !found }' "$TABLE"
 }
 CUDA_DIR=${CUDA_HOME:-/usr/local/cuda}  # the CUDA toolkit, when its headers are not in /usr/include
-flag_set() {  # flag_set cflags|ldflags SET COMPILER: that set's flags for COMPILER, $CUDA filled in
+flag_set() {  # flag_set cflags|ldflags SET COMPILER: that set's flags for COMPILER, $CUDA and $VECTOR_BITS filled in
   local f
   for f in $(awk -v k="$1" -v s="$2" -v cc="$3" '
                $1 == k && $2 == s && ($3 == "any" || $3 == cc) { for (i = 4; i <= NF; i++) print $i }' "$TABLE"); do
     case $f in *'$CUDA'*) [ -d "$CUDA_DIR" ] || continue; f=${f//\$CUDA/$CUDA_DIR} ;; esac
+    f=${f//\$VECTOR_BITS/$VECTOR_BITS}
     printf '%s ' "$f"
   done | sed 's/ $//'
 }
@@ -64,6 +67,21 @@ find_clang() {
 }
 CLANG_SET=${CLANG:-}
 CLANG=${CLANG:-$(find_clang)}
+# The products' vector width, for the machine that builds (and runs) the kernels: each
+# target's block.fut is futhark/block_<bits>.fut, and targets.txt's $VECTOR_BITS is clang's
+# -mprefer-vector-width. 512 on Intel's AVX-512 cores, whose two 512-bit FMA units 256-bit
+# blocks left half idle (products at 0.4-0.75 of NumPy's, bench/README.md); 256 elsewhere,
+# AMD's Zen 4 included (its AVX-512 units work on 256 bits at a time, and its products
+# reach NumPy's with 256-bit blocks). $VECTOR_BITS picks.
+vector_bits() {
+  case ${VECTOR_BITS:-} in
+    256|512) echo "$VECTOR_BITS" ;;
+    "") if grep -q '^vendor_id.*GenuineIntel' /proc/cpuinfo 2>/dev/null &&
+           grep -q '^flags.* avx512f' /proc/cpuinfo; then echo 512; else echo 256; fi ;;
+    *) die "VECTOR_BITS is '$VECTOR_BITS'; give 256 or 512, or leave it unset for this machine's" ;;
+  esac
+}
+VECTOR_BITS=$(vector_bits) || exit 1
 kernel_cc() {  # kernel_cc TARGET: the C compiler for futhark-ffi's build of the generated C
   if [ "$(field "$1" compiler)" = clang ] && [ -n "$CLANG" ]; then echo "$CLANG"; else echo "${CC:-cc}"; fi
 }
@@ -202,7 +220,7 @@ fi
 if [ "$ALL" = 1 ]; then BACKENDS=${BACKENDS:-$default_backends}; else BACKENDS=${BACKENDS:-c gpt2_c}; fi
 build_hash() {  # build_hash TARGET: changes when the sources, its row or the C flags change
   { cat futhark/*.fut "$(field "$1" program)"; grep -E "^target +$1 " "$TABLE"
-    kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}"
+    kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}" "$VECTOR_BITS"
     case $(field "$1" backend) in c) declare -f free_list_fixup ;;
                                   multicore) declare -f multicore_fixup free_list_fixup ;; esac; } |
     sha256sum | cut -c1-16
@@ -277,10 +295,11 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
   mkdir -p "$out"
   rm -f "$out/.src_hash"
   {
-    # each target compiles its own copy of futhark/, with its layout as layout.fut and
-    # its model family as family.fut
+    # each target compiles its own copy of futhark/, with its layout as layout.fut, the
+    # machine's block as block.fut and its model family as family.fut
     rm -rf "$out/src" && cp -r futhark "$out/src" && cp "$(field "$b" program)" "$out/src/" &&
     cp "futhark/layout_$(field "$b" layout).fut" "$out/src/layout.fut" &&
+    cp "futhark/block_$VECTOR_BITS.fut" "$out/src/block.fut" &&
     if [ "$(field "$b" family)" != - ]; then
       cp "futhark/family_$(field "$b" family).fut" "$out/src/family.fut"; fi &&
     "$FUT" "$(field "$b" backend)" --library -o "$out/microgpt_$b" \

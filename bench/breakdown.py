@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,7 @@ from typing import Callable
 import numpy as np
 
 from microgpt_fut.backend import host_memory
+from microgpt_fut.backend.runtime import build_dir
 
 from .configs import CONFIGS
 
@@ -99,20 +101,27 @@ def futhark() -> str:
 
 def compile_parts(out: Path, source: Path = SOURCE, library: str = "c") -> Path:
     """``source`` (bench/breakdown.fut; bench/breakdown_gpt2.fut with library "gpt2_c")
-    as an executable in folder ``out``, with the compiler and flags that build.sh
-    recorded for that library (build/LIBRARY/compiler.txt: the C compiler, then its flags).
+    as an executable in folder ``out``, compiled as that library was: against its own
+    copy of futhark/ (build/LIBRARY/src, with the layout and the products' block that
+    build.sh chose for this machine), with the compiler and flags that build.sh recorded
+    (build/LIBRARY/compiler.txt: the C compiler, then its flags).
 
     Raises RuntimeError (with futhark's output) when it does not compile, and
     FileNotFoundError when the library was never built.
     """
-    record = ROOT / "build" / library / "compiler.txt"
+    record = build_dir() / library / "compiler.txt"
     if not record.exists():
         raise FileNotFoundError(f"{record} not found: run ./build.sh first")
     cc, flags = record.read_text().splitlines()[:2]
+    # source imports "../futhark/...": beside it, the library's copy of futhark/
+    tree = out / "tree"
+    shutil.copytree(record.parent / "src", tree / "futhark", dirs_exist_ok=True)
+    (tree / "bench").mkdir(exist_ok=True)
+    shutil.copy(source, tree / "bench" / source.name)
     exe = out / source.stem
     env = {**os.environ, "CC": cc, "CFLAGS": flags}
-    r = subprocess.run([futhark(), "c", str(source), "-o", str(exe)], env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run([futhark(), "c", str(tree / "bench" / source.name), "-o", str(exe)],
+                       env=env, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"futhark c {source} failed:\n{r.stderr}")
     if not exe.exists():  # futhark c exits 0 when interrupted, without the program
@@ -760,7 +769,7 @@ def sum_note(parts_ms: float, step_ms: float) -> str | None:
 def gpt2_library() -> str:
     """The build folder whose compiler record compiles the GPT-2 parts: the GPT-2 c
     library's (gpt2_c), else microgpt's c library's (the same compiler and flags)."""
-    return "gpt2_c" if (ROOT / "build" / "gpt2_c" / "compiler.txt").exists() else "c"
+    return "gpt2_c" if (build_dir() / "gpt2_c" / "compiler.txt").exists() else "c"
 
 
 def torch_version() -> str:

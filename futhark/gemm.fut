@@ -1,69 +1,32 @@
 -- | Matrix products for the c and multicore backends, written in the form of a
 -- BLAS micro-kernel (Goto and van de Geijn 2008), which clang turns into one:
--- a block of 6 x 16 results is held in scalar accumulators over the whole sum,
--- each step broadcasts one element of the left operand per row and reads 16
+-- a block of 6 x W results is held in scalar accumulators over the whole sum,
+-- each step broadcasts one element of the left operand per row and reads W
 -- consecutive elements of the right operand, packed beforehand into panels of
--- 16 columns (`panels`).  Written with `f32.fma` on tuples, clang's SLP
--- vectoriser packs each 8 columns into a 256-bit register: 12 vector
--- accumulators, 2 vector loads and 6 broadcasts per 12 FMAs.  (Written as `acc
--- + a * b`, its loop vectoriser took each accumulator for a separate reduction
--- over k instead and spilled.)  Measured against NumPy's one-thread OpenBLAS in
--- bench/README.md ("Products at BLAS speed").
+-- W columns (`panels`).  W and the rows' operations come from block.fut, which
+-- build.sh chooses for the machine: 16 columns in two 256-bit registers a row
+-- (block_256.fut), or 32 in two 512-bit ones (block_512.fut, Intel's AVX-512
+-- cores).  Written with `f32.fma` on tuples, clang's SLP vectoriser packs the
+-- columns into vector registers: 12 vector accumulators, 2 vector loads and 6
+-- broadcasts per 12 FMAs.  (Written as `acc + a * b`, its loop vectoriser took
+-- each accumulator for a separate reduction over k instead and spilled.)  Every
+-- result is the same chain of FMAs over k in order whatever W, so the same bits.
+-- Measured against NumPy's one-thread OpenBLAS in bench/README.md ("Products at
+-- BLAS speed", "512-bit blocks on an Intel Xeon").
 --
 -- Futhark's CPU backends tile no loops, so the tiling is written out here; the
 -- GPU backends never call these (layout.fut's `grad_by_hand` is false there).
 
--- | Eight lanes of accumulators or operands: one 256-bit register.
-type v8 = (f32, f32, f32, f32, f32, f32, f32, f32)
+import "block"
 
-def v8_zero : v8 = (0, 0, 0, 0, 0, 0, 0, 0)
-
--- | a * b + c in every lane.
-def v8_fma (a: f32) ((b0, b1, b2, b3, b4, b5, b6, b7): v8) ((c0, c1, c2, c3, c4, c5, c6, c7): v8) : v8 =
-  (f32.fma a b0 c0, f32.fma a b1 c1, f32.fma a b2 c2, f32.fma a b3 c3,
-   f32.fma a b4 c4, f32.fma a b5 c5, f32.fma a b6 c6, f32.fma a b7 c7)
-
--- | p[o:o+8].
-def v8_load [n] (p: [n]f32) (o: i64) : v8 =
-  (p[o], p[o + 1], p[o + 2], p[o + 3], p[o + 4], p[o + 5], p[o + 6], p[o + 7])
-
--- | y[o:o+8] = v, as eight in-place updates: stores straight into y, which
--- clang merges into one vector store.  An array literal copied into y instead
--- cost one runtime copy (`lmad_copy`) per row of every block, 40 % of the
--- product at K = 128.
-def v8_put [L] (o: i64) ((c0, c1, c2, c3, c4, c5, c6, c7): v8) (y: *[L]f32) : *[L]f32 =
-  let y[o] = c0
-  let y[o + 1] = c1
-  let y[o + 2] = c2
-  let y[o + 3] = c3
-  let y[o + 4] = c4
-  let y[o + 5] = c5
-  let y[o + 6] = c6
-  let y[o + 7] = c7
-  in y
-
--- | a * v in every lane.
-def v8_scale (a: f32) ((c0, c1, c2, c3, c4, c5, c6, c7): v8) : v8 =
-  (a * c0, a * c1, a * c2, a * c3, a * c4, a * c5, a * c6, a * c7)
-
--- | One row of a block: 16 columns, two registers.
-type row = (v8, v8)
-
--- | y[o:o+16] = v.
-def row_put [L] (o: i64) ((v0, v1): row) (y: *[L]f32) : *[L]f32 =
-  v8_put (o + 8) v1 (v8_put o v0 y)
-
--- | The six rows of a block, 12 registers of accumulators.
+-- | The six rows of a block.
 type block = (row, row, row, row, row, row)
 
-def row_fma (a: f32) ((b0, b1): row) ((c0, c1): row) : row = (v8_fma a b0 c0, v8_fma a b1 c1)
-
-def row_scale (a: f32) ((c0, c1): row) : row = (v8_scale a c0, v8_scale a c1)
 
 -- | The block after one step k of the sum: row d += a(i_d, k) * p[k].
 def block_step [K] (a: i64 -> i64 -> f32) ((i0, i1, i2, i3, i4, i5): (i64, i64, i64, i64, i64, i64))
-                   (p: [K][16]f32) (k: i64) ((c0, c1, c2, c3, c4, c5): block) : block =
-  let b = (v8_load p[k] 0, v8_load p[k] 8)
+                   (p: [K][W]f32) (k: i64) ((c0, c1, c2, c3, c4, c5): block) : block =
+  let b = row_load p[k]
   in (row_fma (a i0 k) b c0, row_fma (a i1 k) b c1, row_fma (a i2 k) b c2,
       row_fma (a i3 k) b c3, row_fma (a i4 k) b c4, row_fma (a i5 k) b c5)
 
@@ -71,9 +34,9 @@ def block_step [K] (a: i64 -> i64 -> f32) ((i0, i1, i2, i3, i4, i5): (i64, i64, 
 -- order of k.  Two steps per iteration: with one, clang kept each
 -- accumulator's previous value alive for the loop's exit and copied all 12
 -- registers every step (0.6 of the speed at K = 128).
-def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p: [K][16]f32)
+def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p: [K][W]f32)
               (lo: i64) (hi: i64) : block =
-  let z = (v8_zero, v8_zero)
+  let z = row_zero
   let len = hi - lo
   let acc = loop acc = (z, z, z, z, z, z) for k2 < len / 2 do
               block_step a is p (lo + 2 * k2 + 1) (block_step a is p (lo + 2 * k2) acc)
@@ -81,9 +44,9 @@ def block_sum [K] (a: i64 -> i64 -> f32) (is: (i64, i64, i64, i64, i64, i64)) (p
 
 -- | The panels of w columns of an operand [K][M] given by its elements (b k col,
 -- col < M), flat: p[(j K + k) w + c] = b k (w j + c), zero past M, L = J K w
--- for J = (M + w - 1) / w (w = 16: `gemm`'s right operand; 6: `pack_strips`).
+-- for J = (M + w - 1) / w (w = W: `gemm`'s right operand; 6: `pack_strips`).
 -- Written element by element into one flat array by sequential loops: as a
--- `tabulate` of [16] rows, each row went through a temporary array and a
+-- `tabulate` of [W] rows, each row went through a temporary array and a
 -- runtime copy (`lmad_copy`), and the whole result was copied once more (5 % of
 -- the recipe's step); as a transposed view of b, the panels' reads went through
 -- b's layout in the training step, with integer divisions and gathers.
@@ -107,41 +70,41 @@ def pack_panels (w: i64) (L: i64) (K: i64) (M: i64) (b: i64 -> i64 -> f32) : [L]
   in flatten (tabulate J (\j -> pack w (K * w) K (i64.min w (M - w * j)) (\k c -> b k (w * j + c))))
      :> [L]f32
 
--- | b: [K][M] as panels of 16 columns, [(M + 15) / 16][K][16], p[j][k][c] =
--- b[k][16 j + c] (zero past M): the right operand of `gemm`, each panel read
+-- | b: [K][M] as panels of W columns, [(M + W - 1) / W][K][W], p[j][k][c] =
+-- b[k][W j + c] (zero past M): the right operand of `gemm`, each panel read
 -- along k as one contiguous stream (`pack`).  Inlined: for attention's
 -- products, per head inside a parallel map.
-def panels [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
-  let J = (M + 15) / 16
-  in unflatten_3d (pack 16 (J * K * 16) K M (\k col -> b[k, col]))
+def panels [K][M] (b: [K][M]f32) : [(M + W - 1) / W][K][W]f32 =
+  let J = (M + W - 1) / W
+  in unflatten_3d (pack W (J * K * W) K M (\k col -> b[k, col]))
 
--- | `panels` of w's transpose, from w: [M][K] as it lies: p[j][k][c] = w[16 j + c][k].
-def panels_t [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
-  let J = (M + 15) / 16
-  in unflatten_3d (pack 16 (J * K * 16) K M (\k row -> w[row, k]))
+-- | `panels` of w's transpose, from w: [M][K] as it lies: p[j][k][c] = w[W j + c][k].
+def panels_t [M][K] (w: [M][K]f32) : [(M + W - 1) / W][K][W]f32 =
+  let J = (M + W - 1) / W
+  in unflatten_3d (pack W (J * K * W) K M (\k row -> w[row, k]))
 
 -- | `panels` for the linear layers' products (`tasks_rows`, `tasks_cols`), first-
--- order and not inlined, with the flat size L = J K 16 a parameter, so that the
+-- order and not inlined, with the flat size L = J K W a parameter, so that the
 -- panels are a block of their own, as a function's argument must be (packed
 -- inline, they were copied once more on their way in).  Not for code inside a
 -- parallel map: there each call's block came from a worker thread's arena,
 -- page-faulted in afresh (7x the page faults of multicore's recipe step).
 #[noinline]
-def pack_rows [K][M] (L: i64) (b: [K][M]f32) : [L]f32 = pack_panels 16 L K M (\k col -> b[k, col])
+def pack_rows [K][M] (L: i64) (b: [K][M]f32) : [L]f32 = pack_panels W L K M (\k col -> b[k, col])
 
 -- | `panels_t`'s, as `pack_rows`.
 #[noinline]
-def pack_cols [M][K] (L: i64) (w: [M][K]f32) : [L]f32 = pack_panels 16 L K M (\k row -> w[row, k])
+def pack_cols [M][K] (L: i64) (w: [M][K]f32) : [L]f32 = pack_panels W L K M (\k row -> w[row, k])
 
 -- | `panels` by `pack_rows`.
-def panels_dense [K][M] (b: [K][M]f32) : [(M + 15) / 16][K][16]f32 =
-  let J = (M + 15) / 16
-  in unflatten_3d (pack_rows (J * K * 16) b :> [J * K * 16]f32)
+def panels_dense [K][M] (b: [K][M]f32) : [(M + W - 1) / W][K][W]f32 =
+  let J = (M + W - 1) / W
+  in unflatten_3d (pack_rows (J * K * W) b :> [J * K * W]f32)
 
 -- | `panels_t` by `pack_cols`.
-def panels_t_dense [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
-  let J = (M + 15) / 16
-  in unflatten_3d (pack_cols (J * K * 16) w :> [J * K * 16]f32)
+def panels_t_dense [M][K] (w: [M][K]f32) : [(M + W - 1) / W][K][W]f32 =
+  let J = (M + W - 1) / W
+  in unflatten_3d (pack_cols (J * K * W) w :> [J * K * W]f32)
 
 -- | The blocks of `gemm`'s tasks, [T][R m] for R = 6 G: task t holds rows R t ..
 -- R t + R - 1 one after another (row i clamped to n - 1), each row m columns.
@@ -152,7 +115,7 @@ def panels_t_dense [M][K] (w: [M][K]f32) : [(M + 15) / 16][K][16]f32 =
 -- plain products).
 def tasks [K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64) (alpha: f32) (at: i64 -> i64)
                  (band: i64 -> i64 -> (i64, i64)) (panels_of: i64 -> i64)
-                 (a: i64 -> i64 -> f32) (p: [J][K][16]f32) : [T][Rm]f32 =
+                 (a: i64 -> i64 -> f32) (p: [J][K][W]f32) : [T][Rm]f32 =
   let R = 6 * G
   let rows t =
     -- every index is in bounds: rows clamped to n, columns below m, Rm = R m
@@ -165,24 +128,25 @@ def tasks [K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64) (alpha: f32) (at:
           block_sum a (at (i 0), at (i 1), at (i 2), at (i 3), at (i 4), at (i 5)) p[j] lo hi
         let (c0, c1, c2, c3, c4, c5) = (row_scale alpha c0, row_scale alpha c1, row_scale alpha c2,
                                         row_scale alpha c3, row_scale alpha c4, row_scale alpha c5)
-        let (o, r) = (16 * j, 6 * g * m)
-        in if o + 16 <= m
+        let (o, r) = (W * j, 6 * g * m)
+        in if o + W <= m
            then row_put (r + 5 * m + o) c5 (row_put (r + 4 * m + o) c4 (row_put (r + 3 * m + o) c3
                   (row_put (r + 2 * m + o) c2 (row_put (r + m + o) c1 (row_put (r + o) c0 y)))))
            else -- the last panel, past m: whole rows into b, then its first m - o
                 -- columns element by element (slices of b's rows were one runtime copy
                 -- each: 275 of the 484 a step in microgpt's, a fifth of its time)
-                let b = row_put 80 c5 (row_put 64 c4 (row_put 48 c3 (row_put 32 c2 (row_put 16 c1
-                          (row_put 0 c0 (replicate 96 0))))))
+                let b = row_put (5 * W) c5 (row_put (4 * W) c4 (row_put (3 * W) c3 (row_put (2 * W) c2
+                          (row_put W c1 (row_put 0 c0 (replicate (6 * W) 0))))))
                 in loop y for d < 6 do
-                     loop y for e < m - o do y with [r + d * m + o + e] = b[16 * d + e]
+                     loop y for e < m - o do y with [r + d * m + o + e] = b[W * d + e]
   in tabulate T rows
 
--- | G, the blocks of 6 rows a task of `tasks` computes: 8 where the panels (J K 64
--- bytes) streamed once per 6 rows would move over 4 GiB and 16 tasks of 48 rows
--- remain, else 1.
+-- | G, the blocks of 6 rows a task of `tasks` computes: 8 where the panels (J K W
+-- 4 bytes), streamed once per 6 rows, would move over 4 GiB, or pass block.fut's
+-- `group_above`, and 16 tasks of 48 rows remain, else 1.
 def blocks_per_task (n: i64) (J: i64) (K: i64) : i64 =
-  if (n + 5) / 6 * J * K * 64 <= 1 << 32 || n < 16 * 48 then 1 else 8
+  let bytes = J * K * W * 4
+  in if ((n + 5) / 6 * bytes <= 1 << 32 && bytes <= group_above) || n < 16 * 48 then 1 else 8
 
 -- | The first n rows of `tasks`' result y: [T][R m] (R rows a task), as [n][m].
 -- The flattened blocks are `opaque`: otherwise Futhark folds the reshape into
@@ -203,14 +167,14 @@ def first_rows [T][Rm] (R: i64) (n: i64) (m: i64) (y: [T][Rm]f32) : [n][m]f32 =
 -- a step as before.
 #[noinline]
 def tasks_rows [r][c][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64) (lo: i64)
-                            (a: [r][c]f32) (p: [J][K][16]f32) : [T][Rm]f32 =
+                            (a: [r][c]f32) (p: [J][K][W]f32) : [T][Rm]f32 =
   tasks T G n m Rm 1 id (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[i, lo + k]) p
 
 -- | As `tasks_rows`, with a: [r][c] read by columns (a(i, k) = a[k, i]), passed
 -- flattened (rc = r c): as [r][c], multicore copied a whole before the product.
 #[noinline]
 def tasks_cols [rc][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
-                           (c: i64) (a: [rc]f32) (p: [J][K][16]f32) : [T][Rm]f32 =
+                           (c: i64) (a: [rc]f32) (p: [J][K][W]f32) : [T][Rm]f32 =
   tasks T G n m Rm 1 id (\_ _ -> (0, K)) (\_ -> J) (\i k -> #[unsafe] a[k * c + i]) p
 
 -- | The strips of 6 columns of a: [r][c] (flattened, rc = r c), as BLAS packs
@@ -226,31 +190,32 @@ def pack_strips [rc] (L: i64) (r: i64) (c: i64) (a: [rc]f32) : [L]f32 =
 -- the sum's length): row i's k-th element at s[(i / 6) 6 K + 6 k + i % 6].
 #[noinline]
 def tasks_strips [L][K][J] (T: i64) (G: i64) (n: i64) (m: i64) (Rm: i64)
-                            (s: [L]f32) (p: [J][K][16]f32) : [T][Rm]f32 =
+                            (s: [L]f32) (p: [J][K][W]f32) : [T][Rm]f32 =
   tasks T G n m Rm 1 (\i -> i / 6 * 6 * K + i % 6) (\_ _ -> (0, K)) (\_ -> J)
         (\o k -> #[unsafe] s[o + 6 * k]) p
 
--- | c[i][j] = sum over k of a(i, k) * b[k][j], for i < n and j < m <= 16 J, with
+-- | c[i][j] = sum over k of a(i, k) * b[k][j], for i < n and j < m <= W J, with
 -- b as `panels` p and a: [r][c] read by rows (a(i, k) = a[i, k]) or, `by_cols`,
 -- by columns (a[k, i]).  Tasks of G blocks of 6 rows run in parallel (on
 -- multicore), each reading panel after panel once for its G blocks: G is 1
 -- unless the panels, streamed from memory once per 6 rows, would move over
 -- 4 GiB, as at GPT-2's head (V = 50257), where G = 8 halved the forward's and
--- dx's time (bench/README.md).  The sums are the same, so are the bits.  The
+-- dx's time (bench/README.md), or pass block.fut's `group_above` (on Intel's
+-- cores: GPT-2 124M's products).  The sums are the same, so are the bits.  The
 -- last task repeats row n - 1 where n is not a multiple of 6 G, so that every
 -- block is written whole, and those rows are dropped (a slice of rows from the
 -- start, which keeps the result's layout and needs no copy).  A panel past m
--- (m not a multiple of 16) is written through a small array.  Read by
+-- (m not a multiple of W) is written through a small array.  Read by
 -- columns with rows of c >= 768 elements (GPT-2 124M's dW), a block's six
 -- elements a step lie on another page each step: there a is packed into strips
 -- of 6 columns first (`pack_strips`), the same sums 1.25-1.5x faster alone
--- (bench/README.md), except where G = 8 (the head, whose strips would copy the
--- logits' gradient: 206 MB at 124M).
-def gemm [r][c][K][J] (n: i64) (m: i64) (by_cols: bool) (a: [r][c]f32) (p: [J][K][16]f32)
+-- (bench/README.md), except where G = 8 and a is over 64 MB (the head, whose
+-- strips would copy the logits' gradient: 206 MB at 124M).
+def gemm [r][c][K][J] (n: i64) (m: i64) (by_cols: bool) (a: [r][c]f32) (p: [J][K][W]f32)
                       : [n][m]f32 =
   let G = blocks_per_task n J K
   let T = (n + 6 * G - 1) / (6 * G)
-  let y = if by_cols && c >= 768 && G == 1
+  let y = if by_cols && c >= 768 && (G == 1 || r * c <= 1 << 24)
           then tasks_strips T G n m (6 * G * m) (pack_strips (6 * r * ((c + 5) / 6)) r c (flatten a)) p
           else if by_cols then tasks_cols T G n m (6 * G * m) c (flatten a) p
           else tasks_rows T G n m (6 * G * m) 0 a p
@@ -258,7 +223,7 @@ def gemm [r][c][K][J] (n: i64) (m: i64) (by_cols: bool) (a: [r][c]f32) (p: [J][K
 
 -- | `gemm` by rows over K of a's columns from column lo: c[i][j] = sum over k < K
 -- of a[i, lo + k] * b[k][j] (p: b's panels), for the sums that `matmul_nn` splits.
-def gemm_rows_from [r][c][K][J] (lo: i64) (n: i64) (m: i64) (a: [r][c]f32) (p: [J][K][16]f32)
+def gemm_rows_from [r][c][K][J] (lo: i64) (n: i64) (m: i64) (a: [r][c]f32) (p: [J][K][W]f32)
                                : [n][m]f32 =
   let G = blocks_per_task n J K
   let T = (n + 6 * G - 1) / (6 * G)
@@ -274,7 +239,7 @@ def gemm_rows_from [r][c][K][J] (lo: i64) (n: i64) (m: i64) (a: [r][c]f32) (p: [
 -- panels_of i panels (a triangular result: the columns of the panels left out
 -- are 0).  Each sum is multiplied by alpha as it is stored.
 def gemm_band [K][J] (n: i64) (m: i64) (alpha: f32) (band: i64 -> i64 -> (i64, i64))
-                     (panels_of: i64 -> i64) (a: i64 -> i64 -> f32) (p: [J][K][16]f32)
+                     (panels_of: i64 -> i64) (a: i64 -> i64 -> f32) (p: [J][K][W]f32)
                      : [n][m]f32 =
   let T = (n + 5) / 6
   in first_rows 6 n m (tasks T 1 n m (6 * m) alpha id band panels_of a p)
@@ -314,14 +279,14 @@ def matmul_tn [N][M][K] (dy: [N][M]f32) (x: [N][K]f32) : [M][K]f32 =
 -- causal mask discards them), about half of the product.
 def matmul_nt_lower [n][D] (alpha: f32) (x: [n][D]f32) (y: [n][D]f32) : [n][n]f32 =
   let x = opaque x
-  in gemm_band n n alpha (\_ _ -> (0, D)) (\i -> i / 16 + 1) (\i k -> x[i, k]) (panels_t y)
+  in gemm_band n n alpha (\_ _ -> (0, D)) (\i -> i / W + 1) (\i k -> x[i, k]) (panels_t y)
 
 -- | l w for l: [n][n] lower triangular (l[i][k] = 0 for k > i; attention's
 -- weights P, or dS) and w: [n][D]: `matmul_nn`'s sums with their trailing zero
 -- terms left out (rows i0..i5 sum over k <= i5), the same bits.
 def matmul_nn_lower [n][D] (l: [n][n]f32) (w: [n][D]f32) : [n][D]f32 =
   let l = opaque l
-  in gemm_band n D 1 (\_ i5 -> (0, i5 + 1)) (\_ -> (D + 15) / 16) (\i k -> l[i, k]) (panels w)
+  in gemm_band n D 1 (\_ i5 -> (0, i5 + 1)) (\_ -> (D + W - 1) / W) (\i k -> l[i, k]) (panels w)
 
 -- | l^T x for l: [n][n] lower triangular and x: [n][D] (attention's dV = P^T dO
 -- and dK = dS^T Q): `matmul_tn`'s sums with their leading zero terms left out
@@ -329,4 +294,4 @@ def matmul_nn_lower [n][D] (l: [n][n]f32) (w: [n][D]f32) : [n][D]f32 =
 -- same bits.
 def matmul_tn_lower [n][D] (l: [n][n]f32) (x: [n][D]f32) : [n][D]f32 =
   let l = opaque l
-  in gemm_band n D 1 (\i0 _ -> (i0, n)) (\_ -> (D + 15) / 16) (\m i -> l[i, m]) (panels x)
+  in gemm_band n D 1 (\i0 _ -> (i0, n)) (\_ -> (D + W - 1) / W) (\m i -> l[i, m]) (panels x)

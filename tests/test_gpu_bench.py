@@ -75,7 +75,10 @@ def test_build_py_resolves_targets_as_build_sh(tmp_path, monkeypatch):
     cuda = tmp_path / "cuda"
     (cuda / "include").mkdir(parents=True)
     monkeypatch.delenv("CC", raising=False)
-    for cuda_home in (cuda, tmp_path / "none"):
+    for cuda_home, bits in ((cuda, None), (tmp_path / "none", None), (cuda, "256"),
+                            (cuda, "512")):
+        if bits:
+            monkeypatch.setenv("VECTOR_BITS", bits)
         env = {**os.environ, "CUDA_HOME": str(cuda_home)}
         out = subprocess.run(["bash", str(REPO_ROOT / "build.sh"), "targets"], env=env,
                              capture_output=True, text=True, check=True).stdout
@@ -88,12 +91,39 @@ def test_build_py_resolves_targets_as_build_sh(tmp_path, monkeypatch):
             f = gbuild.flags(name, have)
             assert (f["CC"], f["CFLAGS"], f["LDFLAGS"]) == (cc, cflags, ldflags), name
             assert (REPO_ROOT / program).is_file() and layout in ("cpu", "gpu")
+            if bits and backend in ("c", "multicore") and "clang" in cc:
+                assert f"-mprefer-vector-width={bits}" in cflags.split(), name
     assert gbuild.flags("gpt2_cuda", cuda) == {
         "CC": "cc", "CFLAGS": f"-O1 -g0 -fwrapv -DNDEBUG -I{cuda}/include",
         "LDFLAGS": f"-L{cuda}/lib64 -L{cuda}/lib64/stubs"}
     assert gbuild.targets_of("cuda") == P.TARGETS == ("cuda", "gpt2_cuda")
     with pytest.raises(gbuild.BuildError, match="unknown target 'cuda2'"):
         gbuild.backend_of("cuda2")
+
+
+def test_vector_bits_by_machine(tmp_path, monkeypatch):
+    """The products' vector width (build.sh's rule, which build.py repeats): 512 on an
+    Intel core with AVX-512 only; $VECTOR_BITS overrides it, and another value is an
+    error that names it."""
+    monkeypatch.delenv("VECTOR_BITS", raising=False)
+    cpus = {"GenuineIntel": "fpu sse avx2 fma avx512f avx512dq avx512bw",
+            "AuthenticAMD": "fpu sse avx2 fma avx512f avx512dq avx512bw"}
+    for vendor, flags in [*cpus.items(), ("GenuineIntel", "fpu sse avx2 fma")]:
+        info = tmp_path / "cpuinfo"
+        info.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: {flags}\n")
+        want = "512" if vendor == "GenuineIntel" and "avx512f" in flags else "256"
+        assert gbuild.vector_bits(info) == want, (vendor, flags)
+        monkeypatch.setenv("VECTOR_BITS", "256")
+        assert gbuild.vector_bits(info) == "256"
+        monkeypatch.delenv("VECTOR_BITS")
+    monkeypatch.setenv("VECTOR_BITS", "1024")
+    with pytest.raises(gbuild.BuildError, match="VECTOR_BITS is '1024'; give 256 or 512"):
+        gbuild.vector_bits()
+    r = subprocess.run(["bash", str(REPO_ROOT / "build.sh"), "targets"], capture_output=True,
+                       text=True, env={**os.environ, "VECTOR_BITS": "1024"})
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip() == ("build.sh: error: VECTOR_BITS is '1024'; give 256 or 512, "
+                                "or leave it unset for this machine's")
 
 
 def test_layouts_define_the_same_constants():

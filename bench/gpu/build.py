@@ -115,18 +115,38 @@ def fix_up(c_file: Path, backend: str, cuda: Path | None) -> list[str]:
     return done
 
 
+def vector_bits(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The products' vector width as build.sh picks it: $VECTOR_BITS (256 or 512), else
+    "512" on an Intel core with AVX-512 (``cpuinfo``'s vendor_id and flags), else "256".
+    Raises BuildError for another $VECTOR_BITS."""
+    given = os.environ.get("VECTOR_BITS", "")
+    if given:
+        if given not in ("256", "512"):
+            raise BuildError(f"VECTOR_BITS is '{given}'; give 256 or 512, or leave it unset "
+                             "for this machine's")
+        return given
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        return "256"
+    intel = any(re.match(r"vendor_id.*GenuineIntel", line) for line in lines)
+    avx512 = any(re.match(r"flags.* avx512f", line) for line in lines)
+    return "512" if intel and avx512 else "256"
+
+
 def flags(name: str, cuda: Path | None) -> dict[str, str]:
     """CC, CFLAGS and LDFLAGS for futhark-ffi's build of target ``name``: its row's
     compiler and flag set for that compiler, $CUDA as ``cuda`` (flags naming it are left
-    out without one)."""
+    out without one) and $VECTOR_BITS as ``vector_bits()``."""
     cc = compiler(name)
     kind = "clang" if Path(cc).name.startswith("clang") else "other"
     env, flag_set = {"CC": cc}, target_row(name)["flags"]
     for key in ("cflags", "ldflags"):
         words = [w for row in table_rows(key) if row[0] == flag_set
                  and row[1] in ("any", kind) for w in row[2:]]
-        env[key.upper()] = " ".join(w.replace("$CUDA", str(cuda)) for w in words
-                                    if cuda is not None or "$CUDA" not in w)
+        env[key.upper()] = " ".join(
+            w.replace("$CUDA", str(cuda)).replace("$VECTOR_BITS", vector_bits())
+            for w in words if cuda is not None or "$CUDA" not in w)
     return env
 
 
