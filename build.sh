@@ -16,13 +16,14 @@
 # A target is a row of targets.txt: a backend (microgpt's library), gpt2_<backend>
 # (GPT-2's) or seed_port, with its program, layout, C compiler and flags. Each target
 # compiles its own copy of futhark/, whose layout.fut is futhark/layout_cpu.fut or
-# futhark/layout_gpu.fut. `all` also compiles seed_port, the benchmark's baseline of the seed port's
+# futhark/layout_gpu.fut and, for c and multicore, whose block.fut (the products' block)
+# is futhark/block_<VECTOR_BITS>.fut. `all` also compiles seed_port, the benchmark's baseline of the seed port's
 # formulation (bench/seed_port.fut, futhark c), which the driver never loads; if that
 # one fails, build.sh only warns.
 #
 # Idempotent: each step checks what is already there; kernels are recompiled only
-# when a file under futhark/ (or bench/seed_port.fut), the target's row, the compiler
-# or the C flags changed (opencl compiles take minutes).
+# when a file under futhark/ (or bench/seed_port.fut), the target's row, the compiler,
+# the C flags or (c, multicore) the vector width changed (opencl compiles take minutes).
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
@@ -73,15 +74,19 @@ CLANG=${CLANG:-$(find_clang)}
 # blocks left half idle (products at 0.4-0.75 of NumPy's, bench/README.md); 256 elsewhere,
 # AMD's Zen 4 included (its AVX-512 units work on 256 bits at a time, and its products
 # reach NumPy's with 256-bit blocks). $VECTOR_BITS picks.
-vector_bits() {
-  case ${VECTOR_BITS:-} in
-    256|512) echo "$VECTOR_BITS" ;;
-    "") if grep -q '^vendor_id.*GenuineIntel' /proc/cpuinfo 2>/dev/null &&
-           grep -q '^flags.* avx512f' /proc/cpuinfo; then echo 512; else echo 256; fi ;;
-    *) die "VECTOR_BITS is '$VECTOR_BITS'; give 256 or 512, or leave it unset for this machine's" ;;
-  esac
+machine_bits() {  # 512 on an Intel core with AVX-512, else 256
+  if grep -q '^vendor_id.*GenuineIntel' /proc/cpuinfo 2>/dev/null &&
+     grep -q '^flags.* avx512f' /proc/cpuinfo; then echo 512; else echo 256; fi
 }
-VECTOR_BITS=$(vector_bits) || exit 1
+GIVEN_BITS=${VECTOR_BITS:-}
+case ${VECTOR_BITS:-} in
+  256|512) ;;
+  "") VECTOR_BITS=$(machine_bits) ;;
+  *) die "VECTOR_BITS is '$VECTOR_BITS'; give 256 or 512, or leave it unset for this machine's width ($(machine_bits) here)" ;;
+esac
+block_bits() {  # block_bits TARGET: the block its source takes (GPU targets never call gemm.fut: 256)
+  if [ "$(field "$1" layout)" = cpu ]; then echo "$VECTOR_BITS"; else echo 256; fi
+}
 kernel_cc() {  # kernel_cc TARGET: the C compiler for futhark-ffi's build of the generated C
   if [ "$(field "$1" compiler)" = clang ] && [ -n "$CLANG" ]; then echo "$CLANG"; else echo "${CC:-cc}"; fi
 }
@@ -98,13 +103,16 @@ kernel_ldflags() {  # kernel_ldflags TARGET: where the cuda build finds libcudar
 case ${1:-} in
   all) ALL=1 ;;
   "") ALL=0 ;;
+  -h|--help|help)  # the usage above
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    exit 0 ;;
   targets)  # each target's row as this machine resolves it (tests/test_gpu_bench.py)
     for b in $all_targets; do
       printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$(field "$b" program)" "$(field "$b" backend)" \
         "$(field "$b" layout)" "$(kernel_cc "$b")" "$(kernel_cflags "$b")" "$(kernel_ldflags "$b")"
     done
     exit 0 ;;
-  *) die "unknown argument '$1' (use: ./build.sh, ./build.sh all for every backend, or ./build.sh targets)" ;;
+  *) die "unknown argument '$1' (use: ./build.sh, ./build.sh all for every backend, or ./build.sh targets; ./build.sh --help says more)" ;;
 esac
 for b in ${BACKENDS:-}; do
   field "$b" backend >/dev/null || die "unknown target '$b' (targets.txt has: $all_targets)"
@@ -220,7 +228,7 @@ fi
 if [ "$ALL" = 1 ]; then BACKENDS=${BACKENDS:-$default_backends}; else BACKENDS=${BACKENDS:-c gpt2_c}; fi
 build_hash() {  # build_hash TARGET: changes when the sources, its row or the C flags change
   { cat futhark/*.fut "$(field "$1" program)"; grep -E "^target +$1 " "$TABLE"
-    kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}" "$VECTOR_BITS"
+    kernel_cc "$1"; kernel_cflags "$1"; echo "${CFLAGS:-}" "$(block_bits "$1")"
     case $(field "$1" backend) in c) declare -f free_list_fixup ;;
                                   multicore) declare -f multicore_fixup free_list_fixup ;; esac; } |
     sha256sum | cut -c1-16
@@ -299,7 +307,7 @@ compile_backend() {  # compile_backend NAME: futhark, then the CFFI module; log 
     # machine's block as block.fut and its model family as family.fut
     rm -rf "$out/src" && cp -r futhark "$out/src" && cp "$(field "$b" program)" "$out/src/" &&
     cp "futhark/layout_$(field "$b" layout).fut" "$out/src/layout.fut" &&
-    cp "futhark/block_$VECTOR_BITS.fut" "$out/src/block.fut" &&
+    cp "futhark/block_$(block_bits "$b").fut" "$out/src/block.fut" &&
     if [ "$(field "$b" family)" != - ]; then
       cp "futhark/family_$(field "$b" family).fut" "$out/src/family.fut"; fi &&
     "$FUT" "$(field "$b" backend)" --library -o "$out/microgpt_$b" \
@@ -328,6 +336,12 @@ up_to_date() {  # up_to_date BACKEND: its library (GENERATE_ONLY: its C) is buil
     if [ -n "${GENERATE_ONLY:-}" ]; then [ -f "$BUILD/$1/microgpt_$1.c" ]
     else ls "$BUILD/$1"/_microgpt_"$1"*.so >/dev/null 2>&1; fi
 }
+for b in $BACKENDS; do  # say once which width the CPU targets take, and why
+  [ "$(field "$b" layout)" = cpu ] || continue
+  if [ -n "$GIVEN_BITS" ]; then how="VECTOR_BITS"; else how="this machine's: 512 on Intel's AVX-512 cores, else 256; VECTOR_BITS picks"; fi
+  say "the products' vector width for c and multicore: $VECTOR_BITS bits ($how)"
+  break
+done
 todo=() pids=()
 for b in $BACKENDS; do
   if up_to_date "$b"; then say "backend $b up to date"; continue; fi

@@ -116,14 +116,23 @@ def test_vector_bits_by_machine(tmp_path, monkeypatch):
         monkeypatch.setenv("VECTOR_BITS", "256")
         assert gbuild.vector_bits(info) == "256"
         monkeypatch.delenv("VECTOR_BITS")
+    info.write_text(f"vendor_id\t: GenuineIntel\nflags\t\t: {cpus['GenuineIntel']}\n")
     monkeypatch.setenv("VECTOR_BITS", "1024")
-    with pytest.raises(gbuild.BuildError, match="VECTOR_BITS is '1024'; give 256 or 512"):
-        gbuild.vector_bits()
+    with pytest.raises(gbuild.BuildError, match=r"VECTOR_BITS is '1024'; give 256 or 512, or "
+                       r"leave it unset for this machine's width \(512 here\)"):
+        gbuild.vector_bits(info)
     r = subprocess.run(["bash", str(REPO_ROOT / "build.sh"), "targets"], capture_output=True,
                        text=True, env={**os.environ, "VECTOR_BITS": "1024"})
     assert r.returncode == 1 and r.stdout == ""
+    monkeypatch.delenv("VECTOR_BITS")
     assert r.stderr.strip() == ("build.sh: error: VECTOR_BITS is '1024'; give 256 or 512, "
-                                "or leave it unset for this machine's")
+                                f"or leave it unset for this machine's width "
+                                f"({gbuild.vector_bits()} here)")
+    # where a user looks for it: build.sh --help prints the usage of its header
+    r = subprocess.run(["bash", str(REPO_ROOT / "build.sh"), "--help"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.startswith("Set up microgpt-fut") and "VECTOR_BITS=256 ./build.sh" in r.stdout
 
 
 def test_layouts_define_the_same_constants():

@@ -119,19 +119,18 @@ def vector_bits(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """The products' vector width as build.sh picks it: $VECTOR_BITS (256 or 512), else
     "512" on an Intel core with AVX-512 (``cpuinfo``'s vendor_id and flags), else "256".
     Raises BuildError for another $VECTOR_BITS."""
-    given = os.environ.get("VECTOR_BITS", "")
-    if given:
-        if given not in ("256", "512"):
-            raise BuildError(f"VECTOR_BITS is '{given}'; give 256 or 512, or leave it unset "
-                             "for this machine's")
-        return given
     try:
         lines = cpuinfo.read_text().splitlines()
     except OSError:
-        return "256"
+        lines = []
     intel = any(re.match(r"vendor_id.*GenuineIntel", line) for line in lines)
     avx512 = any(re.match(r"flags.* avx512f", line) for line in lines)
-    return "512" if intel and avx512 else "256"
+    machine = "512" if intel and avx512 else "256"
+    given = os.environ.get("VECTOR_BITS", "")
+    if given and given not in ("256", "512"):
+        raise BuildError(f"VECTOR_BITS is '{given}'; give 256 or 512, or leave it unset for "
+                         f"this machine's width ({machine} here)")
+    return given or machine
 
 
 def flags(name: str, cuda: Path | None) -> dict[str, str]:
