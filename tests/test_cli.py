@@ -455,8 +455,16 @@ def test_paths_a_run_cannot_record_or_write(tmp_path):
     loop = tmp_path / "loop.safetensors"
     loop.symlink_to(loop.name)  # a link to itself: nothing to write through
     r = run("train", "--data", data, "--steps", 1, "--out", loop)
-    assert_one_line_error(r, "--out", "symbolic link in a loop", "give another --out")
+    assert_one_line_error(r, "--out", "symbolic link in a loop", "give another name")
     assert r.exit_code == 2 and loop.is_symlink()
+    # the same for the folders that prepare and export-hf write (they said "is a file")
+    folder = tmp_path / "loop_folder"
+    folder.symlink_to(folder.name)
+    for args, option in ((["prepare", data, "--out", folder], "--out"),
+                         (["export-hf", real, folder], "FOLDER")):
+        r = run(*args)
+        assert_one_line_error(r, option, "symbolic link in a loop", "give another name")
+        assert r.exit_code == 2 and folder.is_symlink()
 
 
 def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):

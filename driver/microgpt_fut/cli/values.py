@@ -3,6 +3,7 @@ the user gave. The option table (options.py) and the commands import from here; 
 module imports none of them."""
 from __future__ import annotations
 
+import errno
 import math
 import os
 from pathlib import Path
@@ -97,9 +98,11 @@ def path_problem(value: str, reads: bool = True, folder: bool = False) -> str | 
     at the save, after the training), a trailing / after a name that is not a folder
     (pathlib drops the /, and names.txt/ read the file: the OS says "not a directory"),
     a file to write (not ``reads`` nor ``folder``) named with a trailing / (--out
-    newdir/ wrote a file "newdir"), and for a path to read (``reads``; not --out, which
+    newdir/ wrote a file "newdir"), for a path to read (``reads``; not --out, which
     may name a new file through a link) a broken symbolic link, named with its target
-    (it was said not to exist, the link being there)."""
+    (it was said not to exist, the link being there), and for a path written a symbolic
+    link in a loop (train's --out replaced it with a file; prepare's and export-hf's
+    said it "is a file")."""
     if value == "":
         return "is empty; give a path"
     try:
@@ -118,6 +121,13 @@ def path_problem(value: str, reads: bool = True, folder: bool = False) -> str | 
             why = f" ({e.strerror or e})"
         return (f"{value!r} is a broken symbolic link to {os.readlink(link)!r}{why}: fix "
                 "the link, or give the file it should point to")
+    if not reads and os.path.islink(link):
+        try:
+            os.stat(link)
+        except OSError as e:  # a dangling link is written through; a loop cannot be
+            if e.errno == errno.ELOOP:
+                return (f"{value!r} is a symbolic link in a loop ({e.strerror}): fix the "
+                        "link, or give another name")
     if value.endswith("/") and os.path.lexists(value.rstrip("/")) and not os.path.isdir(value):
         return (f"{value!r}: not a directory (a file named with a trailing /); give it "
                 "without the /")
