@@ -465,6 +465,15 @@ def test_paths_a_run_cannot_record_or_write(tmp_path):
         r = run(*args)
         assert_one_line_error(r, option, "symbolic link in a loop", "give another name")
         assert r.exit_code == 2 and folder.is_symlink()
+    # and a folder to write through a broken link (a folder is not made through one)
+    broken = tmp_path / "broken_folder"
+    broken.symlink_to("nowhere")
+    for args, option in ((["prepare", data, "--out", broken], "--out"),
+                         (["export-hf", real, broken], "FOLDER")):
+        r = run(*args)
+        assert_one_line_error(r, option, "broken symbolic link to 'nowhere', which does not "
+                              "exist", "give the folder it should point to")
+        assert r.exit_code == 2 and broken.is_symlink() and not (tmp_path / "nowhere").exists()
 
 
 def test_out_parent_is_a_file_or_out_is_not_a_checkpoint(tmp_path):

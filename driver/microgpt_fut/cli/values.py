@@ -100,7 +100,8 @@ def path_problem(value: str, reads: bool = True, folder: bool = False) -> str | 
     a file to write (not ``reads`` nor ``folder``) named with a trailing / (--out
     newdir/ wrote a file "newdir"), for a path to read (``reads``; not --out, which
     may name a new file through a link) a broken symbolic link, named with its target
-    (it was said not to exist, the link being there), and for a path written a symbolic
+    (it was said not to exist, the link being there; so for a folder to write, which
+    is not made through a link: prepare said it "is a file"), and for a path written a symbolic
     link in a loop (train's --out replaced it with a file; prepare's and export-hf's
     said it "is a file")."""
     if value == "":
@@ -111,23 +112,21 @@ def path_problem(value: str, reads: bool = True, folder: bool = False) -> str | 
         return (f"{value!r}: the name is not UTF-8 (a byte shown as \\udcXX); rename it "
                 "with UTF-8 characters")
     link = value.rstrip("/") or value
-    if reads and os.path.islink(link) and not os.path.exists(link):
+    if os.path.islink(link) and not os.path.exists(link):
         try:
             os.stat(link)
             why = ""
         except FileNotFoundError:
             why = ", which does not exist"
         except OSError as e:
-            why = f" ({e.strerror or e})"
-        return (f"{value!r} is a broken symbolic link to {os.readlink(link)!r}{why}: fix "
-                "the link, or give the file it should point to")
-    if not reads and os.path.islink(link):
-        try:
-            os.stat(link)
-        except OSError as e:  # a dangling link is written through; a loop cannot be
-            if e.errno == errno.ELOOP:
+            if e.errno == errno.ELOOP and not reads:
                 return (f"{value!r} is a symbolic link in a loop ({e.strerror}): fix the "
                         "link, or give another name")
+            why = f" ({e.strerror or e})"
+        if reads or folder:  # a file to write is written through a dangling link
+            return (f"{value!r} is a broken symbolic link to {os.readlink(link)!r}{why}: fix "
+                    f"the link, or give the {'folder' if folder else 'file'} it should "
+                    "point to")
     if value.endswith("/") and os.path.lexists(value.rstrip("/")) and not os.path.isdir(value):
         return (f"{value!r}: not a directory (a file named with a trailing /); give it "
                 "without the /")
