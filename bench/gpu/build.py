@@ -139,13 +139,12 @@ def flags(name: str, cuda: Path | None) -> dict[str, str]:
     out without one) and $VECTOR_BITS as ``vector_bits()``."""
     cc = compiler(name)
     kind = "clang" if Path(cc).name.startswith("clang") else "other"
-    env, flag_set = {"CC": cc}, target_row(name)["flags"]
+    env, flag_set, bits = {"CC": cc}, target_row(name)["flags"], vector_bits()
     for key in ("cflags", "ldflags"):
         words = [w for row in table_rows(key) if row[0] == flag_set
                  and row[1] in ("any", kind) for w in row[2:]]
-        env[key.upper()] = " ".join(
-            w.replace("$CUDA", str(cuda)).replace("$VECTOR_BITS", vector_bits())
-            for w in words if cuda is not None or "$CUDA" not in w)
+        env[key.upper()] = " ".join(w.replace("$CUDA", str(cuda)).replace("$VECTOR_BITS", bits)
+                                    for w in words if cuda is not None or "$CUDA" not in w)
     return env
 
 

@@ -11,7 +11,7 @@ import click
 from tqdm import tqdm
 
 from ..data import prepare as preparation
-from ..data.tokenizer import load_tokenizer, train_bpe
+from ..data.tokenizer import load_tokenizer, tokenizer_choice, train_bpe
 from ..errors import Stopped
 from ..interrupt import stop_on_signals
 from ..training.loop import lock_path
@@ -67,8 +67,7 @@ def prepare_command(ctx, inputs, out, tokenizer, vocab_size, bpe_sample_mb, shar
                                       for g in given)):
             raise bad_option(f"{label} {problem}")
     inputs, val_inputs, out = list(map(Path, inputs)), list(map(Path, val_inputs)), Path(out)
-    if tokenizer.lower() in ("char", "bpe") and not os.path.lexists(tokenizer):
-        tokenizer = tokenizer.lower()  # --tokenizer BPE: the kind, unless such a file exists
+    tokenizer = tokenizer_choice(tokenizer)
     with user_errors():
         if (tokenizer == "bpe") != (vocab_size is not None):
             raise bad_option("--vocab-size goes with --tokenizer bpe" if tokenizer != "bpe"

@@ -12,8 +12,8 @@ from ..parallel.mpi_world import World
 from ..training import choices, curves, plan
 from ..wording import counted, shown_path
 from . import mpi as cli_mpi
-from .common import (backend_of, bad_option, check_out, exit_if_stdout_closed, lock_out,
-                     runtime, saved_step, say_note, user_errors)
+from .common import (backend_of, check_out, exit_if_stdout_closed, lock_out, runtime,
+                     saved_step, say_note, user_errors)
 from .group import main
 from .options import options
 from .values import check_threads, given_options

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -427,6 +428,15 @@ def from_json(text: str) -> Tokenizer:
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"not a tokenizers tokenizer.json: {msg}") from None
+
+
+def tokenizer_choice(value: str) -> str:
+    """A --tokenizer value as given: the kinds "char" and "bpe" in any case (--tokenizer
+    BPE), unless a file or folder has that very name, which is then the path; any other
+    value as it is."""
+    if value.lower() in ("char", "bpe") and not os.path.lexists(value):
+        return value.lower()
+    return value
 
 
 def find_tokenizer_files(folder: str | Path) -> list[Path] | None:

@@ -25,7 +25,6 @@ errors.ResumeError (a checkpoint that cannot serve), one line each.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from . import checkpoint as ckpt
 from . import hf
 from .checkpoint import Checkpoint
 from ..data.shards import shard_file
-from ..data.tokenizer import BPE_MIN_VOCAB, find_tokenizer_files
+from ..data.tokenizer import BPE_MIN_VOCAB, find_tokenizer_files, tokenizer_choice
 from ..errors import DataError, OptionConflict, ResumeConflict, ResumeError
 from .family import FAMILIES, Family
 from .kinds import KINDS, Kind
@@ -290,8 +289,8 @@ def _tokenizer(p: Plan, o: dict) -> None:
     """A fresh run's tokenizer choice: --tokenizer char|bpe|PATH (text), PATH (tokens);
     the kinds in any case, as prepare reads them, unless a file has that name."""
     choice, size = o.get("tokenizer"), o.get("vocab_size")
-    if choice is not None and choice.lower() in ("char", "bpe") and not os.path.lexists(choice):
-        choice = choice.lower()
+    if choice is not None:
+        choice = tokenizer_choice(choice)
     if p.kind.name == "tokens" and choice in ("char", "bpe"):
         raise OptionConflict(f"--tokenizer {choice} does not apply to --data-format tokens: "
                              "shards are read with the tokenizer that made them"
